@@ -1,0 +1,202 @@
+// Package cli is the command-line plumbing every trainwire tool shares: the
+// kong parser set up the same way everywhere (help on every verb,
+// TRAINWIRE_* environment variables, documented exit codes), logging to
+// stderr, and the verbs every tool has (version, dump, env).
+//
+// A tool's main is one line:
+//
+//	func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+//
+// and run hands its kong struct to Run.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// Exit codes shared by every tool. They are documented in each tool's page
+// under docs/ and in docs/ARCHITECTURE.md.
+const (
+	// ExitOK: the command did what it was asked.
+	ExitOK = 0
+	// ExitFailure: a runtime failure not covered below (I/O error, …).
+	ExitFailure = 1
+	// ExitBadInput: the input stream or file is malformed (truncated,
+	// wrong types, lengths over a limit, digest mismatch).
+	ExitBadInput = 2
+	// ExitPeer: a peer rank died, hung past its deadline, or refused us.
+	ExitPeer = 3
+	// ExitInterrupted: stopped by SIGINT or SIGTERM.
+	ExitInterrupted = 130
+	// ExitUsage: bad flags or arguments (kong's convention).
+	ExitUsage = 80
+)
+
+// ExitCoder is implemented by errors that choose their process exit code.
+type ExitCoder interface {
+	ExitCode() int
+}
+
+// ExitError wraps an error with an exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the exit code.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// WithCode wraps err so that the tool exits with code. A nil err stays nil.
+func WithCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
+// Version is the version of the trainwire tools; release builds set it with
+// -ldflags "-X trainwire.dev/lib/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Tool describes one binary.
+type Tool struct {
+	// Name is the binary's name, e.g. "hashsync".
+	Name string
+	// Description is the one-paragraph help text shown by --help.
+	Description string
+}
+
+// IO is what a command may touch of the outside world. Run binds it so that
+// every command's Run method can take it as a parameter; tests pass buffers.
+type IO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Ctx is cancelled on SIGINT/SIGTERM.
+	Ctx context.Context
+	// Log writes to Stderr at the level the user chose.
+	Log *slog.Logger
+	// Tool is the name of the running binary.
+	Tool string
+}
+
+// Globals are the flags every tool has, embedded in its CLI struct.
+type Globals struct {
+	LogLevel  string `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL"`
+	LogFormat string `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT"`
+}
+
+// Logger returns a logger on w at the chosen level and format.
+func (g *Globals) Logger(w io.Writer, tool string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(g.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
+	if g.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(h).With("tool", tool)
+}
+
+// globaler lets Run find the embedded Globals of any CLI struct.
+type globaler interface{ globals() *Globals }
+
+func (g *Globals) globals() *Globals { return g }
+
+type exitPanic int
+
+// Run parses args into cli (a pointer to the tool's kong struct, which
+// embeds Globals), runs the selected command and returns the process exit
+// code. Help and parse errors never touch os.Exit, so Run is testable.
+func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if c, ok := r.(exitPanic); ok {
+				code = int(c)
+				return
+			}
+			panic(r)
+		}
+	}()
+	parser, err := kong.New(cli,
+		kong.Name(tool.Name),
+		kong.Description(tool.Description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitPanic(c)) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
+		kong.Vars{"version": Version},
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
+		return ExitFailure
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			_ = pe.Context.PrintUsage(true)
+		}
+		return ExitUsage
+	}
+	g := &Globals{LogLevel: "info", LogFormat: "text"}
+	if gl, ok := cli.(globaler); ok {
+		g = gl.globals()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rio := &IO{Stdin: stdin, Stdout: stdout, Stderr: stderr, Ctx: ctx, Log: g.Logger(stderr, tool.Name), Tool: tool.Name}
+	err = kctx.Run(rio)
+	if err == nil {
+		return ExitOK
+	}
+	code = ExitCodeOf(err)
+	if ctx.Err() != nil && code == ExitFailure {
+		code = ExitInterrupted
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
+	return code
+}
+
+// ExitCodeOf maps an error to the process exit code: the code of the first
+// ExitCoder in its chain, else ExitFailure.
+func ExitCodeOf(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ec ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return ExitFailure
+}
+
+// VersionCmd prints the tool's version and build information.
+type VersionCmd struct{}
+
+// Run prints "<tool> <version> (<go version>)".
+func (VersionCmd) Run(rio *IO) error {
+	gov := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		gov = bi.GoVersion
+	}
+	_, err := fmt.Fprintf(rio.Stdout, "%s %s (%s)\n", rio.Tool, Version, gov)
+	return err
+}

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"io"
+
+	"trainwire.dev/lib/cli"
+)
+
+// CLI is hashsync's command line.
+type CLI struct {
+	cli.Globals
+
+	Version cli.VersionCmd `cmd:"" help:"Print the version."`
+}
+
+var tool = cli.Tool{
+	Name:        "hashsync",
+	Description: "hashsync: synchronize sparse gradients among ranks with Zen's balanced parallelism (hierarchical hashing, hash bitmap) and the baseline schemes.",
+}
+
+// run is main without the exit, so tests can call it.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Run(tool, &CLI{}, args, stdin, stdout, stderr)
+}

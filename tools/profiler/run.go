@@ -1,0 +1,24 @@
+package main
+
+import (
+	"io"
+
+	"trainwire.dev/lib/cli"
+)
+
+// CLI is profiler's command line.
+type CLI struct {
+	cli.Globals
+
+	Version cli.VersionCmd `cmd:"" help:"Print the version."`
+}
+
+var tool = cli.Tool{
+	Name:        "profiler",
+	Description: "profiler: read training traces of every vintage (Kineto, legacy autograd profiler, Horovod, BytePS), analyse them like Holistic Trace Analysis, and emit the timing model the planners read.",
+}
+
+// run is main without the exit, so tests can call it.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Run(tool, &CLI{}, args, stdin, stdout, stderr)
+}

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"io"
+
+	"trainwire.dev/lib/cli"
+)
+
+// CLI is straggle's command line.
+type CLI struct {
+	cli.Globals
+
+	Version cli.VersionCmd `cmd:"" help:"Print the version."`
+}
+
+var tool = cli.Tool{
+	Name:        "straggle",
+	Description: "straggle: straggler-tolerant gradient synchronization (RNA) next to blocking allreduce and random-group partial allreduce.",
+}
+
+// run is main without the exit, so tests can call it.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Run(tool, &CLI{}, args, stdin, stdout, stderr)
+}
