@@ -11,6 +11,7 @@ type CLI struct {
 	cli.Globals
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
+	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
 }
 
 var tool = cli.Tool{

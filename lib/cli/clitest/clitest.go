@@ -1,0 +1,60 @@
+// Package clitest holds test helpers for trainwire tools' command lines.
+package clitest
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+)
+
+// RunFunc is a tool's run: main without the exit.
+type RunFunc func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+
+// Verbs returns the command paths of a kong CLI struct, e.g. ["dump"],
+// ["ckpt", "save"], by walking its model.
+func Verbs(t testing.TB, cli any) [][]string {
+	t.Helper()
+	p, err := kong.New(cli)
+	if err != nil {
+		t.Fatalf("kong.New: %v", err)
+	}
+	var out [][]string
+	var walk func(n *kong.Node, path []string)
+	walk = func(n *kong.Node, path []string) {
+		for _, c := range n.Children {
+			if c.Type != kong.CommandNode || c.Hidden {
+				continue
+			}
+			p := append(append([]string{}, path...), c.Name)
+			out = append(out, p)
+			walk(c, p)
+		}
+	}
+	walk(p.Model.Node, nil)
+	return out
+}
+
+// HelpEveryVerb runs "<verb> --help" for every verb of cli through run and
+// checks each exits 0 with a usage line naming the verb and some help text.
+func HelpEveryVerb(t *testing.T, tool string, cli any, run RunFunc) {
+	t.Helper()
+	verbs := Verbs(t, cli)
+	if len(verbs) == 0 {
+		t.Fatal("no verbs")
+	}
+	for _, v := range append([][]string{{}}, verbs...) {
+		var out, errb bytes.Buffer
+		code := run(append(v, "--help"), strings.NewReader(""), &out, &errb)
+		name := strings.Join(append([]string{tool}, v...), " ")
+		if code != 0 {
+			t.Errorf("%s --help: exit %d, stderr %q", name, code, errb.String())
+			continue
+		}
+		if !strings.Contains(out.String(), "Usage: "+name) {
+			t.Errorf("%s --help: no usage line in %q", name, out.String())
+		}
+	}
+}
