@@ -62,7 +62,7 @@ type Reader struct {
 func NewReader(r io.Reader, lim Limits) *Reader {
 	br, ok := r.(*bufio.Reader)
 	if !ok || br.Size() < 1<<16 {
-		br = bufio.NewReaderSize(r, 1<<20)
+		br = bufio.NewReaderSize(r, 1<<16)
 	}
 	cr := &countReader{br: br}
 	d := msgpack.NewDecoder(cr)

@@ -13,7 +13,7 @@ import (
 )
 
 // Writer writes one stream: a Header on the first Write, the data frames,
-// and an End frame on Close. It buffers (1 MiB) and writes payloads straight
+// and an End frame on Close. It buffers (64 KiB) and writes payloads straight
 // from the caller's slices; call Flush at batch boundaries where a reader
 // is waiting. A Writer is not safe for concurrent use.
 type Writer struct {
@@ -39,7 +39,7 @@ func NewWriter(w io.Writer, producer string) *Writer {
 func NewWriterHeader(w io.Writer, h Header) *Writer {
 	bw, ok := w.(*bufio.Writer)
 	if !ok || bw.Size() < 1<<16 {
-		bw = bufio.NewWriterSize(w, 1<<20)
+		bw = bufio.NewWriterSize(w, 1<<16)
 	}
 	if h.Schema == 0 {
 		h.Schema = SchemaVersion
