@@ -313,3 +313,23 @@ func TestErrorNamesOffset(t *testing.T) {
 	assert.Contains(t, err.Error(), `unknown frame type "Xense"`)
 	assert.False(t, errors.Is(err, ErrTruncated))
 }
+
+func TestDenseF32(t *testing.T) {
+	x := []float32{1, -2.5, float32(math.Inf(1))}
+	b := encodeStream(t, NewDenseF32("x", x, 3, 1))
+	out, err := readAll(NewReader(bytes.NewReader(b), Limits{}))
+	require.NoError(t, err)
+	d := out[0].(*Dense)
+	assert.Equal(t, []int64{3, 1}, d.Shape)
+	got, err := d.F32()
+	require.NoError(t, err)
+	assert.Equal(t, x, got)
+	// A misaligned payload is copied, not mis-read.
+	raw := append([]byte{0}, d.Data...)
+	d.Data = raw[1:]
+	got, err = d.F32()
+	require.NoError(t, err)
+	assert.Equal(t, x, got)
+	_, err = (&Dense{DType: U8}).F32()
+	assert.Error(t, err)
+}
