@@ -1,0 +1,178 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// launcherTimeout bounds each launcher run, so that a stuck launcher fails
+// the test instead of hanging it.
+const launcherTimeout = 60 * time.Second
+
+var (
+	printenvOnce sync.Once
+	printenvPath string
+	printenvErr  error
+	printenvOut  []byte
+)
+
+// buildPrintenv builds testdata/printenv once per test binary.
+func buildPrintenv(t *testing.T) string {
+	t.Helper()
+	printenvOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "launch-printenv-")
+		if err != nil {
+			printenvErr = err
+			return
+		}
+		printenvPath = filepath.Join(dir, "printenv")
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			printenvErr = err
+			return
+		}
+		cmd := exec.Command(goTool, "build", "-o", printenvPath, "./testdata/printenv")
+		printenvOut, printenvErr = cmd.CombinedOutput()
+	})
+	require.NoError(t, printenvErr, "go build ./testdata/printenv: %s", printenvOut)
+	return printenvPath
+}
+
+// TestMain removes the printenv binary after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if printenvPath != "" {
+		os.RemoveAll(filepath.Dir(printenvPath))
+	}
+	os.Exit(code)
+}
+
+// launcherEnv is the test's environment without TRAINWIRE_* (a developer's
+// setting would change what the launched processes detect).
+func launcherEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TRAINWIRE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// runLauncher runs argv and returns the Env of each JSON line it printed.
+func runLauncher(t *testing.T, argv []string, env []string) []Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), launcherTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "%s timed out; stderr:\n%s", argv[0], stderr.String())
+	require.NoError(t, err, "%s: stdout:\n%s\nstderr:\n%s", argv, stdout.String(), stderr.String())
+	var envs []Env
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte("{")) {
+			continue // a launcher's own chatter
+		}
+		var e Env
+		require.NoError(t, json.Unmarshal(line, &e), "%s", line)
+		envs = append(envs, e)
+	}
+	sort.Slice(envs, func(i, j int) bool { return envs[i].Rank < envs[j].Rank })
+	return envs
+}
+
+// checkOneNode checks n processes of one node: ranks 0..n-1 each once,
+// local rank = rank, master on loopback.
+func checkOneNode(t *testing.T, envs []Env, n int, source string, port int) {
+	t.Helper()
+	require.Len(t, envs, n)
+	runID := envs[0].RunID
+	for i, e := range envs {
+		assert.Equal(t, Env{
+			Rank: i, World: n, LocalRank: i, LocalWorld: n, NodeRank: 0, NumNodes: 1,
+			MasterAddr: "127.0.0.1", MasterPort: port, RunID: runID, Source: source,
+		}, e)
+	}
+}
+
+// lookLauncher returns the launcher's path or skips the test.
+func lookLauncher(t *testing.T, candidates ...string) string {
+	t.Helper()
+	for _, c := range candidates {
+		if p, err := exec.LookPath(c); err == nil {
+			return p
+		}
+	}
+	t.Skipf("no %s installed", strings.Join(candidates, " or "))
+	return ""
+}
+
+func TestIntegrationOpenMPI(t *testing.T) {
+	mpirun := lookLauncher(t, "/usr/bin/mpirun", "mpirun")
+	if out, err := exec.Command(mpirun, "--version").CombinedOutput(); err != nil || !bytes.Contains(out, []byte("Open MPI")) {
+		t.Skipf("%s is not Open MPI: %s", mpirun, out)
+	}
+	bin := buildPrintenv(t)
+	envs := runLauncher(t, []string{mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4", bin}, launcherEnv())
+	checkOneNode(t, envs, 4, "openmpi", DefaultPort)
+	assert.NotEmpty(t, envs[0].RunID, "OMPI_MCA_ess_base_jobid")
+
+	// mpirun -x passes TRAINWIRE_MASTER_ADDR to every rank (docs/launch.md).
+	envs = runLauncher(t, []string{mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+		"-x", "TRAINWIRE_MASTER_ADDR=10.9.9.9", "-x", "TRAINWIRE_MASTER_PORT=4000", bin}, launcherEnv())
+	require.Len(t, envs, 2)
+	for _, e := range envs {
+		assert.Equal(t, "10.9.9.9:4000", e.Master())
+		assert.Equal(t, "openmpi", e.Source)
+	}
+}
+
+func TestIntegrationTorchrun(t *testing.T) {
+	torchrun := lookLauncher(t, "/usr/bin/torchrun", "torchrun")
+	bin := buildPrintenv(t)
+	port := freePort(t)
+	// Underscore flags are accepted by torch 1.x and 2.x alike. The
+	// redirect mapping for a local rank that does not exist works around
+	// torch 1.13 on Python 3.11, whose default "0" parses to None.
+	argv := []string{torchrun, "--redirects", "9:0", "--tee", "9:0", "--no_python",
+		"--nproc_per_node", "4", "--master_addr", "127.0.0.1", "--master_port", strconv.Itoa(port), bin}
+	envs := runLauncher(t, argv, launcherEnv("OMP_NUM_THREADS=1"))
+	checkOneNode(t, envs, 4, "torchrun", port+1)
+}
+
+func TestIntegrationHydra(t *testing.T) {
+	hydra := lookLauncher(t, "mpiexec.hydra")
+	bin := buildPrintenv(t)
+	envs := runLauncher(t, []string{hydra, "-n", "4", bin}, launcherEnv())
+	checkOneNode(t, envs, 4, "pmi", DefaultPort)
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
