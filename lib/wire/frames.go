@@ -323,7 +323,23 @@ func (f *Dense) validate(l *Limits) error {
 	if err != nil {
 		return fieldErr("shape", err)
 	}
-	return checkLen("data", len(f.Data), want)
+	if err := checkLen("data", len(f.Data), want); err != nil {
+		return err
+	}
+	return fieldErr("data", checkBool(f.DType, f.Data))
+}
+
+// checkBool checks that a bool payload holds only 0 and 1 bytes.
+func checkBool(d DType, b []byte) error {
+	if d != Bool {
+		return nil
+	}
+	for i, x := range b {
+		if x > 1 {
+			return fmt.Errorf("bool element %d is %d, want 0 or 1", i, x)
+		}
+	}
+	return nil
 }
 
 // Rows returns the number of rows of the dense tensor (prod(Shape)/Width).
@@ -359,6 +375,9 @@ func (f *Sparse) validate(l *Limits) error {
 	}
 	if err := checkLen("values", len(f.Values), vals); err != nil {
 		return err
+	}
+	if err := checkBool(f.DType, f.Values); err != nil {
+		return fieldErr("values", err)
 	}
 	switch f.Format {
 	case COO:
@@ -442,6 +461,9 @@ func (f *Compressed) validate(l *Limits) error {
 		}
 		if err := checkLen(field+".data", len(p.Data), want); err != nil {
 			return err
+		}
+		if err := checkBool(p.DType, p.Data); err != nil {
+			return fieldErr(field+".data", err)
 		}
 	}
 	return nil

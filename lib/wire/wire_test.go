@@ -294,6 +294,8 @@ func TestWriterRejectsInconsistentFrames(t *testing.T) {
 	err = w.Write(&Sparse{DType: F32, Shape: []int64{4}, Width: 1, Format: COO, IType: U32, Nnz: 1,
 		Indices: []byte{9, 0, 0, 0}, Values: f32le(1)})
 	require.ErrorContains(t, err, "outside [0, 4)")
+	err = w.Write(&Dense{DType: Bool, Shape: []int64{2}, Data: []byte{1, 2}})
+	require.ErrorContains(t, err, "bool element 1 is 2")
 	require.ErrorContains(t, w.Write(&End{}), "writes headers and ends itself")
 	// Nothing invalid reached the output.
 	assert.Zero(t, buf.Len())
