@@ -12,6 +12,8 @@ type CLI struct {
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
 	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check   cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env     cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
 }
 
 var tool = cli.Tool{

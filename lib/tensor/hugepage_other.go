@@ -1,0 +1,7 @@
+//go:build !linux || purego
+
+package tensor
+
+import "unsafe"
+
+func adviseHuge(unsafe.Pointer, int) {}
