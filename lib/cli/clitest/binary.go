@@ -1,0 +1,56 @@
+package clitest
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// Binary returns the path of a built trainwire tool: $TRAINWIRE_BIN/<name>
+// when that exists (make test builds bin/ first), else a fresh `go build`
+// of trainwire.dev/tools/<name> into a temporary directory, once per test
+// process.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	if dir := os.Getenv("TRAINWIRE_BIN"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[name]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "trainwire-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	out, err := exec.Command("go", "build", "-o", p, "trainwire.dev/tools/"+name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
+	}
+	built[name] = p
+	return p
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

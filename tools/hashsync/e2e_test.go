@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"trainwire.dev/lib/cli/clitest"
+)
+
+// rankProc is one rank of hashsync check, a real process.
+type rankProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+func startRanks(t *testing.T, ctx context.Context, world int, env []string, args ...string) []*rankProc {
+	t.Helper()
+	bin := clitest.Binary(t, "hashsync")
+	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
+	procs := make([]*rankProc, world)
+	for r := range world {
+		p := &rankProc{}
+		a := append([]string{"check", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master}, args...)
+		p.cmd = exec.CommandContext(ctx, bin, a...)
+		p.cmd.Env = append(os.Environ(), env...)
+		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+		require.NoError(t, p.cmd.Start())
+		procs[r] = p
+	}
+	return procs
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestCheckFourProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	procs := startRanks(t, ctx, 4, []string{"TRAINWIRE_TOKEN=e2e"}, "--sizes", "4096,1MiB", "--iters", "2", "--format", "json")
+	for r, p := range procs {
+		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		if r > 0 {
+			assert.Empty(t, p.stdout.String(), "rank %d wrote to stdout", r)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(procs[0].stdout.String()), "\n")
+	require.Len(t, lines, 2)
+	for _, l := range lines {
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &res))
+		assert.Equal(t, true, res["correct"])
+		assert.Equal(t, float64(4), res["world"])
+		assert.Equal(t, "unix", res["transport"])
+	}
+}
+
+func TestCheckKilledRankIsNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	procs := startRanks(t, ctx, 4, nil, "--sizes", "4MiB", "--iters", "100000", "--timeout", "10s")
+	time.Sleep(1500 * time.Millisecond) // let the mesh form and the loop run
+	const victim = 2
+	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	for r, p := range procs {
+		err := p.cmd.Wait()
+		if r == victim {
+			continue
+		}
+		assert.Equal(t, 3, exitCode(err), "rank %d: %s", r, p.stderr.String())
+		assert.Contains(t, p.stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
+	}
+	// Every survivor is gone well within its 10 s deadline.
+	assert.Less(t, time.Since(killed), 10*time.Second)
+}
+
+func TestCheckWrongTokenRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bin := clitest.Binary(t, "hashsync")
+	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
+	run := func(rank int, token string, out *bytes.Buffer) *exec.Cmd {
+		c := exec.CommandContext(ctx, bin, "check", "--rank", fmt.Sprint(rank), "--world", "2", "--master", master,
+			"--sizes", "4096", "--iters", "1", "--timeout", "3s", "--connect-timeout", "4s")
+		c.Env = append(os.Environ(), "TRAINWIRE_TOKEN="+token)
+		c.Stderr = out
+		require.NoError(t, c.Start())
+		return c
+	}
+	var e0, e1 bytes.Buffer
+	c0 := run(0, "right", &e0)
+	c1 := run(1, "wrong", &e1)
+	assert.Equal(t, 3, exitCode(c1.Wait()), e1.String())
+	assert.Contains(t, e1.String(), "token")
+	assert.NotEqual(t, 0, exitCode(c0.Wait()), e0.String())
+}
+
+// launcherRun runs hashsync check under a real launcher and checks rank
+// 0's report.
+func launcherRun(t *testing.T, name string, argv []string, env []string) {
+	if _, err := os.Stat(argv[0]); err != nil {
+		t.Skipf("%s not installed (%s)", name, argv[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "%s: %s", name, stderr.String())
+	var res map[string]any
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res), "stdout %q stderr %s", stdout.String(), stderr.String())
+	assert.Equal(t, true, res["correct"])
+	assert.Equal(t, float64(4), res["world"])
+}
+
+func TestCheckUnderMpirun(t *testing.T) {
+	bin := clitest.Binary(t, "hashsync")
+	port := clitest.FreePort(t)
+	launcherRun(t, "mpirun", []string{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+		"-x", fmt.Sprintf("TRAINWIRE_MASTER_PORT=%d", port), bin, "check", "--sizes", "64KiB", "--iters", "2", "--format", "json"}, nil)
+}
+
+func TestCheckUnderTorchrun(t *testing.T) {
+	bin := clitest.Binary(t, "hashsync")
+	port := clitest.FreePort(t)
+	// torch 1.13's torchrun spells its flags with underscores (2.x accepts
+	// both); its default redirects crash on Python 3.11, hence --redirects.
+	launcherRun(t, "torchrun", []string{"/usr/bin/torchrun", "--no_python", "--nproc_per_node", "4",
+		"--master_addr", "127.0.0.1", "--master_port", fmt.Sprint(port), "--redirects", "9:0", "--tee", "9:0",
+		bin, "check", "--sizes", "64KiB", "--iters", "2", "--format", "json"}, nil)
+}
