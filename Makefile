@@ -49,7 +49,7 @@ race:
 
 ## bench: allreduce against gloo, on loopback and in the emulated cluster
 bench: deps build
-	bash bench/allreduce/run.sh
+	bash bench/allreduce/run.sh --cluster 1gbit
 
 ## demo: the main job on its embedded default
 demo: deps build
