@@ -4,9 +4,29 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// socketPair returns two connected Unix stream sockets.
+func socketPair(t *testing.T) (*net.UnixConn, net.Conn) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(fds[0]).(*net.UnixConn), conn(fds[1])
+}
 
 // FuzzControlFrame feeds arbitrary bytes to the control-frame decoder as
 // every message a peer sends: it must return an error or a value, never
@@ -47,10 +67,13 @@ func FuzzServerHandshake(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		client, server := net.Pipe()
+		client, server := socketPair(t)
 		defer client.Close()
 		go func() {
+			// Kernel buffers take the whole input; the half-close then
+			// gives the server EOF instead of a wait for its deadline.
 			_, _ = client.Write(data)
+			_ = client.CloseWrite()
 			_, _ = io.Copy(io.Discard, client)
 		}()
 		h, err := serverHandshake(server, []byte("token"), 0, "r", time.Now().Add(200*time.Millisecond),
