@@ -12,6 +12,8 @@ type CLI struct {
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
 	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Plan    PlanCmd        `cmd:"" help:"Find the fusion plan with the least predicted iteration time, against bucket and even-split baselines."`
+	Eval    EvalCmd        `cmd:"" help:"Predict the iteration time and timeline of a given plan."`
 }
 
 var tool = cli.Tool{

@@ -10,9 +10,9 @@ import (
 type Alg51Options struct {
 	// NoPrune1 and NoPrune2 switch the prunings off (Table 5.1's ablation).
 	NoPrune1, NoPrune2 bool
-	// Bootstrap seeds the incumbent with the even split into two groups, as
-	// the thesis suggests.
-	Bootstrap bool
+	// Seed, when set, is offered as the first incumbent (the thesis
+	// bootstraps with a good heuristic plan, such as the best baseline).
+	Seed []Group
 	// MaxNodes and Deadline bound the search (0: unbounded); when either
 	// runs out the best plan so far is returned with Complete false.
 	MaxNodes int64
@@ -44,8 +44,8 @@ type alg51 struct {
 func Alg51(p *Problem, o Alg51Options) (groups []Group, t float64, st Stats, complete bool) {
 	a := &alg51{p: p, o: o, bestT: math.Inf(1), deadline: !o.Deadline.IsZero()}
 	n := p.N()
-	if o.Bootstrap && n >= 2 {
-		a.offer([]Group{{0, n/2 - 1}, {n / 2, n - 1}})
+	if o.Seed != nil {
+		a.offer(o.Seed)
 	}
 	for k := 1; k <= n && !a.stopped; k++ {
 		m := []Group{{0, k - 1}}

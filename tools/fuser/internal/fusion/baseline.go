@@ -119,7 +119,7 @@ type Result struct {
 	Groups []Group
 	Time   float64
 	Steps  []Step
-	// Algo is the algorithm that ran (auto resolves to alg51 or pareto).
+	// Algo is the algorithm that ran (auto resolves to pareto).
 	Algo string
 	// ProvenOptimal is true when the search was exact and complete: pareto
 	// and brute always, alg51 on subadditive costs within its budget.
@@ -132,10 +132,11 @@ type Result struct {
 func Plan(p *Problem, algo string, o Alg51Options) (Result, error) {
 	start := time.Now()
 	if algo == AlgoAuto {
+		// The exact search is correct for every cost shape and, at O(N³)
+		// for linear compression costs, far faster than Algorithm 5.1,
+		// which is exponential in the worst case (docs/fuser.md); auto
+		// never runs Algorithm 5.1's prunings where they are unsound.
 		algo = AlgoPareto
-		if p.Subadditive() {
-			algo = AlgoAlg51
-		}
 	}
 	r := Result{Algo: algo}
 	switch algo {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"trainwire.dev/lib/costmodel"
 )
 
 // node is a persistent list of groups (a plan prefix), newest first.
@@ -52,6 +54,16 @@ type Stats struct {
 // at the end. Dominated states whose plan prefix the tie-break prefers are
 // kept, so the result is the same plan brute force returns.
 func Pareto(p *Problem) ([]Group, float64, Stats) {
+	if h, ok := p.H.(costmodel.Linear); ok {
+		if g, t, st, ok := paretoLinear(p, h); ok {
+			return g, t, st
+		}
+	}
+	return paretoFrontier(p)
+}
+
+// paretoFrontier is Pareto for any cost shape.
+func paretoFrontier(p *Problem) ([]Group, float64, Stats) {
 	n := p.N()
 	front := make([][]cand, n+1)
 	front[0] = []cand{{}}

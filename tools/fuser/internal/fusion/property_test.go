@@ -89,8 +89,11 @@ func TestLinearAllAlgorithmsAgree(t *testing.T) {
 		require.Equal(t, bg, pg, "case %d: pareto plan differs from brute", c)
 		r, err := Plan(p, AlgoAuto, Alg51Options{})
 		require.NoError(t, err)
-		require.Equal(t, AlgoAlg51, r.Algo)
 		require.Equal(t, bg, r.Groups, "case %d: auto plan differs from brute", c)
+		r, err = Plan(p, AlgoAlg51, Alg51Options{})
+		require.NoError(t, err)
+		require.True(t, r.ProvenOptimal)
+		require.Equal(t, bg, r.Groups, "case %d: alg51's reported plan differs from brute", c)
 		// F-T2: never worse than a baseline.
 		for _, b := range Baselines(p, []float64{0.5, 2, 8}, DefaultSplits) {
 			require.LessOrEqual(t, r.Time, b.Time*(1+relTol), "case %d: %s", c, b.Label())
@@ -252,8 +255,22 @@ func TestBadProblems(t *testing.T) {
 func TestBudgetReturnsBestSoFar(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	p := randLinear(rng, 40)
-	r, err := Plan(p, AlgoAlg51, Alg51Options{MaxNodes: 5, Bootstrap: true})
+	r, err := Plan(p, AlgoAlg51, Alg51Options{MaxNodes: 5, Seed: EvenSplit(p.N(), 2)})
 	require.NoError(t, err)
 	require.False(t, r.ProvenOptimal)
 	require.NoError(t, Check(r.Groups, p.N()))
+}
+
+// The O(N³) linear-cost path and the general frontier search return the
+// same plan, and the linear path never needs its fallback.
+func TestParetoLinearMatchesFrontier(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for c := range 2000 {
+		p := randLinear(rng, 1+rng.IntN(30))
+		lg, lt, _, ok := paretoLinear(p, p.H.(costmodel.Linear))
+		require.True(t, ok, "case %d: linear path fell back", c)
+		fg, ft, _ := paretoFrontier(p)
+		require.True(t, tie(lt, ft), "case %d: %g vs %g", c, lt, ft)
+		require.Equal(t, fg, lg, "case %d", c)
+	}
 }
