@@ -47,9 +47,11 @@ fuzz:
 race:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## bench: allreduce against gloo, on loopback and in the emulated cluster
+## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the
+## emulated cluster; fuser vs the spec's Python reference)
 bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
+	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
 
 ## demo: the main job on its embedded default
 demo: deps build
