@@ -28,3 +28,11 @@ timeout 300 "$BIN/hashsync" check --rank 0 --world "$WORLD" --master "127.0.0.1:
 for p in "${pids[@]}"; do wait "$p"; done
 pids=()
 echo "demo: every rank's result matched the reference sum" >&2
+
+# Stage 2: plan Cupcake's tensor fusion for a 314-gradient ResNet-101-like
+# profile: DGC-like compression (0.4 ms launch, 250 GB/s) and an allgather of
+# 1 % of the bytes over 10 Gbit/s among 8 ranks.
+echo "demo: optimal tensor fusion for a 314-gradient model (fuser plan)" >&2
+"$BIN/fuser" plan --model tools/fuser/testdata/resnet101-like.json \
+  --comm-alpha-us 50 --comm-gbps 15.625 --comp-alpha-us 400 --comp-gbps 250 \
+  --format table --log-level warn
