@@ -48,10 +48,11 @@ race:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the
-## emulated cluster; fuser vs the spec's Python reference)
+## emulated cluster; fuser vs the spec's Python reference; codecs vs torch and memcpy)
 bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
 	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
+	bash bench/compressor/run.sh
 
 ## demo: the main job on its embedded default
 demo: deps build

@@ -12,6 +12,11 @@ type CLI struct {
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
 	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Encode  EncodeCmd      `cmd:"" help:"Compress dense f32 tensor frames into compressed frames, with error feedback per tensor name."`
+	Decode  DecodeCmd      `cmd:"" help:"Decompress compressed frames back into dense f32 frames."`
+	List    ListCmd        `cmd:"" help:"List every algorithm: parameters, defaults, output size and summability."`
+	Sum     SumCmd         `cmd:"" help:"Add compressed frames of the same tensor without decoding them (summable codecs)."`
+	Bench   BenchCmd       `cmd:"" help:"Measure encode/decode throughput and output/input ratio per algorithm and size, as stats frames."`
 }
 
 var tool = cli.Tool{

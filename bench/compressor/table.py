@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Merge bench/compressor's timings: torch_ref.py JSON lines and `compressor bench | compressor
+dump` JSON lines (stdin, both kinds mixed) into one table of ratios.
+
+speedup  = torch seconds / ours seconds (> 1: ours is faster)
+%memcpy  = ours GB/s over the memcpy GB/s of the same run (numpy's np.copyto and Go's copy, the
+           larger of the two: the conservative denominator)
+"""
+import json
+import sys
+
+TORCH_OP = {"topk": "topk", "signsgd": "signsgd", "onebit": "onebit", "fp16": "fp16", "qsgd": "qsgd",
+            "efsignsgd": None, "mstopk": None, "bf16": None}
+TARGET = {"topk": ("speedup", 5.0), "signsgd": ("%memcpy", 50.0), "onebit": ("%memcpy", 50.0),
+          "fp16": ("%memcpy", 50.0), "qsgd": ("%memcpy", 50.0)}
+
+torch_rows, ours = {}, {}
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)
+    if r.get("impl") == "torch":
+        torch_rows[r["op"]] = r
+    elif r.get("t") == "stats":
+        v, lab = r["values"], r["labels"]
+        ours[lab["algo"]] = v
+
+mem_go = ours["memcpy"]["bytes_in"] / (ours["memcpy"]["encode_ns_mean"] * 1e-9) / 1e9
+mem_np = torch_rows["memcpy_numpy"]["bytes"] / torch_rows["memcpy_numpy"]["s_mean"] / 1e9
+mem = max(mem_go, mem_np)
+print(f"memcpy: Go copy {mem_go:.2f} GB/s, numpy copyto {mem_np:.2f} GB/s"
+      + (f", torch copy_ {torch_rows['memcpy_torch']['bytes'] / torch_rows['memcpy_torch']['s_mean'] / 1e9:.2f} GB/s"
+         if "memcpy_torch" in torch_rows else ""))
+if "packbits" in torch_rows:
+    pb = torch_rows["packbits"]
+    print(f"np.packbits(x >= 0): {pb['bytes'] / pb['s_mean'] / 1e9:.2f} GB/s")
+print(f"{'algo':>10} {'ours_ms':>9} {'ours_GB/s':>10} {'%memcpy':>8} {'torch_ms':>9} {'torch_GB/s':>10} "
+      f"{'speedup':>8} {'ratio':>8}  target")
+for algo, v in ours.items():
+    if algo == "memcpy":
+        continue
+    s = v["encode_ns_mean"] * 1e-9
+    gbs = v["bytes_in"] / s / 1e9
+    pct = 100 * gbs / mem
+    t = torch_rows.get(TORCH_OP.get(algo) or "", None)
+    ts = t["s_mean"] if t else float("nan")
+    tgbs = t["bytes"] / ts / 1e9 if t else float("nan")
+    sp = ts / s if t else float("nan")
+    tgt = ""
+    if algo in TARGET:
+        kind, want = TARGET[algo]
+        got = sp if kind == "speedup" else pct
+        tgt = f"{kind} ≥ {want:g}: {'met' if got >= want else 'MISSED'}"
+    print(f"{algo:>10} {s * 1e3:9.2f} {gbs:10.2f} {pct:8.1f} {ts * 1e3:9.2f} {tgbs:10.2f} {sp:8.2f} "
+          f"{v['ratio']:8.5f}  {tgt}")

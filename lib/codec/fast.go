@@ -1,0 +1,253 @@
+package codec
+
+import (
+	"math"
+	"math/bits"
+	"unsafe"
+
+	"trainwire.dev/lib/tensor"
+)
+
+// Word-at-a-time kernels: on little-endian hosts (tensor.ZeroCopy) an
+// 8-byte-aligned []float32 is read as uint64 words, two elements per
+// load, and the sign, exponent and rounding work is done on both halves
+// at once. Each falls back to its scalar form otherwise; the tests compare
+// both with the plain twins.
+
+const (
+	expMask2  = 0x7f8000007f800000
+	expCarry2 = 0x0080000000800000
+	signs2    = 0x8000000080000000
+)
+
+// words views x as uint64 pairs when that is possible.
+func words(x []float32) ([]uint64, bool) {
+	if !tensor.ZeroCopy || len(x) < 2 || uintptr(unsafe.Pointer(&x[0]))%8 != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&x[0])), len(x)/2), true
+}
+
+// packSignBitsW is packSignBits on words; x must be a whole number of
+// 8-element groups and 8-byte aligned.
+func packSignBitsW(dst []byte, w []uint64) bool {
+	var bad uint64
+	n := len(w) / 4
+	_ = dst[n-1]
+	for j := 0; j < n; j++ {
+		q := (*[4]uint64)(w[4*j:])
+		w0, w1, w2, w3 := q[0], q[1], q[2], q[3]
+		bad |= (w0&expMask2 + expCarry2) | (w1&expMask2 + expCarry2) | (w2&expMask2 + expCarry2) | (w3&expMask2 + expCarry2)
+		m := (w0&signs2)>>31 | (w1&signs2)>>29 | (w2&signs2)>>27 | (w3&signs2)>>25
+		m |= m >> 31
+		dst[j] = ^bits.Reverse8(byte(m))
+	}
+	return bad&signs2 == 0
+}
+
+// signBitsInto packs x into dst with the fastest kernel that applies.
+func signBitsInto(dst []byte, x []float32) bool {
+	n8 := len(x) / 8 * 8
+	if w, ok := words(x[:n8]); ok && n8 > 0 {
+		ok1 := packSignBitsW(dst, w)
+		ok2 := packSignBits(dst[n8/8:], x[n8:])
+		return ok1 && ok2
+	}
+	return packSignBits(dst, x)
+}
+
+// f16Words converts pairs of floats to pairs of halves; pairs outside the
+// normal half range take the scalar path. It returns false on NaN/Inf.
+func f16Words(dst []uint32, w []uint64) bool {
+	var bad uint64
+	slow := 0
+	_ = dst[len(w)-1]
+	for i, v := range w {
+		bad |= v&expMask2 + expCarry2
+		mag := v &^ signs2
+		a, b := uint32(mag), uint32(mag>>32)
+		if a-0x38800000 < 0x477fe000-0x38800000 && b-0x38800000 < 0x477fe000-0x38800000 {
+			// Round to nearest even on both halves at once: the carries
+			// stay inside each half.
+			r := mag + 0x00000fff00000fff + (mag>>13)&0x0000000100000001
+			r = (r >> 13) & 0x0007ffff0007ffff
+			r -= 0x0001c0000001c000
+			r |= (v >> 16) & 0x0000800000008000
+			dst[i] = uint32(r) | uint32(r>>32)<<16
+		} else {
+			slow++ // no call in this loop: it would spill the loop's registers
+		}
+	}
+	if slow > 0 {
+		f16Slow(dst, w)
+	}
+	return bad&signs2 == 0
+}
+
+// f16Slow converts the pairs f16Words left out (a half outside the normal
+// half range: zeros, subnormals, overflow).
+func f16Slow(dst []uint32, w []uint64) {
+	for i, v := range w {
+		mag := v &^ signs2
+		a, b := uint32(mag), uint32(mag>>32)
+		if a-0x38800000 < 0x477fe000-0x38800000 && b-0x38800000 < 0x477fe000-0x38800000 {
+			continue
+		}
+		lo := F32ToF16(math.Float32frombits(uint32(v)))
+		hi := F32ToF16(math.Float32frombits(uint32(v >> 32)))
+		dst[i] = uint32(lo) | uint32(hi)<<16
+	}
+}
+
+// f16Into converts x to halves in dst (2 bytes each).
+func f16Into(dst []byte, x []float32) bool {
+	n2 := len(x) / 2 * 2
+	if w, ok := words(x[:n2]); ok && uintptr(unsafe.Pointer(&dst[0]))%4 == 0 {
+		d := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), n2/2)
+		ok1 := f16Words(d, w)
+		ok2 := true
+		if n2 < len(x) {
+			ok2 = f16Fast(dst[2*n2:], x[n2:])
+		}
+		return ok1 && ok2
+	}
+	return f16Fast(dst, x)
+}
+
+// wyrand is a small sequential generator (Wang Yi's wyrand): one 128-bit
+// multiply per 64 bits.
+type wyrand uint64
+
+func (s *wyrand) next() uint64 {
+	*s += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(uint64(*s), uint64(*s)^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
+// qsgdBlock quantises one block of x (≤ blockLen elements, starting at a
+// multiple of blockLen) into codes: t = uint32(|x|·sc24) is the level in
+// 8.24 fixed point (sc24 = s/‖x‖·2^24, clamped to s·2^24); the level is
+// t>>24, rounded up when the 24-bit uniform u < t & 0xffffff. The uniforms
+// come two per 64-bit output of a wyrand seeded with draw(key, block).
+func qsgdBlock(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64) {
+	g := wyrand(seed)
+	n := len(x)
+	_ = codes[n-1]
+	i := 0
+	for ; i+2 <= n; i += 2 {
+		r := g.next()
+		codes[i] = qsgdOne(x[i], sc24, maxT, uint32(r>>40))
+		codes[i+1] = qsgdOne(x[i+1], sc24, maxT, uint32(r>>16)&0xffffff)
+	}
+	if i < n {
+		codes[i] = qsgdOne(x[i], sc24, maxT, uint32(g.next()>>40))
+	}
+}
+
+func qsgdOne(v float32, sc24 float32, maxT uint32, u uint32) byte {
+	b := math.Float32bits(v)
+	t := min(uint32(math.Float32frombits(b&0x7fffffff)*sc24), maxT)
+	l := int32(t>>24) + int32((u-(t&0xffffff))>>31)
+	s := int32(b) >> 31
+	return byte((l ^ s) - s)
+}
+
+// splitSums returns the sums of the elements with the sign bit set and
+// clear, and the count of the former, branch-free: each element is masked
+// into one of two float32 partial sums of 8, added to float64 in order.
+func splitSums(x []float32) (neg, pos float64, nneg int) {
+	n8 := len(x) / 8
+	var cnt uint32
+	for j := 0; j < n8; j++ {
+		v := (*[8]float32)(x[8*j:])
+		var sn, sp float32
+		for _, f := range v {
+			u := math.Float32bits(f)
+			m := uint32(int32(u) >> 31)
+			sn += math.Float32frombits(u & m)
+			sp += math.Float32frombits(u &^ m)
+			cnt += u >> 31
+		}
+		neg += float64(sn)
+		pos += float64(sp)
+	}
+	for _, f := range x[8*n8:] {
+		if math.Signbit(float64(f)) {
+			neg += float64(f)
+			cnt++
+		} else {
+			pos += float64(f)
+		}
+	}
+	return neg, pos, int(cnt)
+}
+
+// signSums packs 1 − signbit(x) into dst (as packSignBits) and returns Σx
+// and Σ|x|, from float32 partial sums of 8 added to float64 in order;
+// false if x holds a non-finite value.
+func signSums(dst []byte, x []float32) (ok bool, sum, sumAbs float64) {
+	n8 := len(x) / 8
+	if n8 > 0 {
+		if w, aligned := words(x[:8*n8]); aligned {
+			ok = packSignBitsW(dst, w)
+		} else {
+			ok = packSignBits(dst, x[:8*n8])
+		}
+	} else {
+		ok = true
+	}
+	for j := 0; j < n8; j++ {
+		v := (*[8]float32)(x[8*j:])
+		s := ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+		a0 := math.Float32frombits(math.Float32bits(v[0]) & 0x7fffffff)
+		a1 := math.Float32frombits(math.Float32bits(v[1]) & 0x7fffffff)
+		a2 := math.Float32frombits(math.Float32bits(v[2]) & 0x7fffffff)
+		a3 := math.Float32frombits(math.Float32bits(v[3]) & 0x7fffffff)
+		a4 := math.Float32frombits(math.Float32bits(v[4]) & 0x7fffffff)
+		a5 := math.Float32frombits(math.Float32bits(v[5]) & 0x7fffffff)
+		a6 := math.Float32frombits(math.Float32bits(v[6]) & 0x7fffffff)
+		a7 := math.Float32frombits(math.Float32bits(v[7]) & 0x7fffffff)
+		sum += float64(s)
+		sumAbs += float64(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)))
+	}
+	if r := x[8*n8:]; len(r) > 0 {
+		ok = packSignBits(dst[n8:], r) && ok
+		for _, v := range r {
+			sum += float64(v)
+			sumAbs += math.Abs(float64(v))
+		}
+	}
+	return ok, sum, sumAbs
+}
+
+// signSumsRef is signSums' plain twin (sums in float64 directly).
+func signSumsRef(dst []byte, x []float32) (sum, sumAbs float64) {
+	packSignRef(dst, x)
+	for _, v := range x {
+		sum += float64(v)
+		sumAbs += math.Abs(float64(v))
+	}
+	return
+}
+
+// signBlocks runs signSums over fixed blocks in parallel and returns the
+// packed bits and the sums (in block order).
+func signBlocks(x []float32, nworkers int) (b []byte, ok bool, sum, sumAbs float64) {
+	b = allocBytes(int(packedLen(int64(len(x)))))
+	nb := (len(x) + blockLen - 1) / blockLen
+	s, a := make([]float64, nb), make([]float64, nb)
+	oks := make([]bool, nb)
+	cs := chunks(nb, max(1, min(workersFor(nworkers), nb)), 1)
+	parallel(cs, func(_ int, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			oks[k], s[k], a[k] = signSums(b[k*blockLen/8:], x[k*blockLen:min((k+1)*blockLen, len(x))])
+		}
+	})
+	ok = true
+	for k := range s {
+		sum += s[k]
+		sumAbs += a[k]
+		ok = ok && oks[k]
+	}
+	return b, ok, sum, sumAbs
+}

@@ -1,0 +1,182 @@
+package codec
+
+import (
+	"math"
+)
+
+// MSTopKStats describes one MSTopK run, for tests and logs.
+type MSTopKStats struct {
+	// Probes is how many threshold probes ran (≤ N; fewer when k1 = k).
+	Probes int
+	// K1 is |ι1|, the elements at or above thres1.
+	K1 int
+	// Band is |ι2|, the elements in [thres2, thres1).
+	Band int
+	// Thres1 and Thres2 are the final thresholds (+Inf and 0 when unset).
+	Thres1, Thres2 float64
+}
+
+// MSTopK is Algorithm 1 of Shi et al. (MLSys'21) with its two fixes
+// (docs/compressor.md): thres1 starts at +Inf, not 0, and the window start
+// is uniform in [0, |ι2| − (k − k1)] inclusive, drawn from stream key. It
+// bisects ratio ∈ [0, 1] for N probes over thresholds ā + ratio·(u − ā)
+// (ā = mean |x| accumulated in float64, u = max |x|), counting |x| ≥ t;
+// then it takes ι1 = {|x| ≥ thres1} and a contiguous window of k − |ι1|
+// elements of the band ι2 = {thres2 ≤ |x| < thres1}, both in index order.
+// It returns exactly k ascending indices for 0 < k ≤ len(x) (all of them
+// for k ≥ len(x), none for k ≤ 0); it stops probing once k1 = k.
+// Counting passes run on nworkers goroutines with identical results.
+func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKStats) {
+	d := len(x)
+	st := MSTopKStats{Thres1: math.Inf(1)}
+	if k <= 0 || d == 0 {
+		return []uint32{}, st
+	}
+	if k >= d {
+		return TopK(x, d, nworkers), st
+	}
+	cs := chunks(d, workers(nworkers, d), 64)
+	// ā (per fixed block, so independent of nworkers) and u in one pass.
+	var umax uint32
+	sum := sumInOrder(blockReduce(x, nworkers, func(b []float32) float64 {
+		var m uint32
+		for _, v := range b {
+			m = max(m, magKey(v))
+		}
+		atomicMax(&umax, m)
+		return sumAbs(b)
+	}))
+	mean := sum / float64(d)
+	u := float64(math.Float32frombits(umax))
+	l, r := 0.0, 1.0
+	k1, k2 := 0, d
+	thres1, thres2 := math.Inf(1), 0.0
+	counts := make([]int, len(cs))
+	for it := 0; it < N; it++ {
+		st.Probes++
+		ratio := l + (r-l)/2
+		t := mean + ratio*(u-mean)
+		tk := keyCeil(t)
+		parallel(cs, func(c, lo, hi int) {
+			n := 0
+			for _, v := range x[lo:hi] {
+				if magKey(v) >= tk {
+					n++
+				}
+			}
+			counts[c] = n
+		})
+		nnz := 0
+		for _, n := range counts {
+			nnz += n
+		}
+		if nnz <= k {
+			r = ratio
+			if nnz > k1 {
+				k1, thres1 = nnz, t
+			}
+		} else {
+			l = ratio
+			if nnz < k2 {
+				k2, thres2 = nnz, t
+			}
+		}
+		if k1 == k {
+			break
+		}
+	}
+	st.Thres1, st.Thres2 = thres1, thres2
+	t1 := keyCeil(thres1)
+	t2 := keyCeil(thres2)
+	// ι1 and ι2, ascending.
+	var i1, i2 []uint32
+	for i, v := range x {
+		kk := magKey(v)
+		if kk >= t1 {
+			i1 = append(i1, uint32(i))
+		} else if kk >= t2 {
+			i2 = append(i2, uint32(i))
+		}
+	}
+	st.K1, st.Band = len(i1), len(i2)
+	need := k - len(i1)
+	s := seq{key: key}
+	start := int(s.below(uint64(len(i2)-need) + 1))
+	out := make([]uint32, k)
+	mergeAsc(out, i1, i2[start:start+need])
+	return out, st
+}
+
+// keyCeil returns the smallest magnitude key whose float is ≥ t (t ≥ 0;
+// +Inf gives a key above every finite or infinite float).
+func keyCeil(t float64) uint32 {
+	if math.IsInf(t, 1) {
+		return 0x7f800001
+	}
+	if t <= 0 {
+		return 0
+	}
+	f := float32(t)
+	if float64(f) < t {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return math.Float32bits(f)
+}
+
+// mstopkRef is MSTopK's plain twin: the same algorithm on float64
+// magnitudes, serial, with no early stop.
+func mstopkRef(x []float32, k, N int, key uint64) []uint32 {
+	d := len(x)
+	if k <= 0 || d == 0 {
+		return []uint32{}
+	}
+	if k >= d {
+		return topkRef(x, d)
+	}
+	a := make([]float64, d)
+	var sum, u float64
+	for i, v := range x {
+		a[i] = math.Abs(float64(v))
+		sum += a[i]
+		u = math.Max(u, a[i])
+	}
+	mean := sum / float64(d)
+	l, r := 0.0, 1.0
+	k1, k2 := 0, d
+	thres1, thres2 := math.Inf(1), 0.0
+	for it := 0; it < N; it++ {
+		ratio := l + (r-l)/2
+		t := mean + ratio*(u-mean)
+		nnz := 0
+		for _, v := range a {
+			if v >= t {
+				nnz++
+			}
+		}
+		if nnz <= k {
+			r = ratio
+			if nnz > k1 {
+				k1, thres1 = nnz, t
+			}
+		} else {
+			l = ratio
+			if nnz < k2 {
+				k2, thres2 = nnz, t
+			}
+		}
+	}
+	var i1, i2 []uint32
+	for i, v := range a {
+		if v >= thres1 {
+			i1 = append(i1, uint32(i))
+		} else if v >= thres2 {
+			i2 = append(i2, uint32(i))
+		}
+	}
+	need := k - len(i1)
+	s := seq{key: key}
+	start := int(s.below(uint64(len(i2)-need) + 1))
+	out := append(append([]uint32{}, i1...), i2[start:start+need]...)
+	sortU32(out)
+	return out
+}

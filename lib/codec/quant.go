@@ -1,0 +1,613 @@
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"trainwire.dev/lib/wire"
+)
+
+// ---- sign family: signsgd, efsignsgd, signum, onebit ----
+
+func unpackParallel(dst []float32, bits []byte, one, zero float32) {
+	cs := chunks(len(dst), workers(0, len(dst)), 8)
+	parallel(cs, func(_ int, lo, hi int) { unpackSelect(dst[lo:hi], bits[lo/8:], one, zero) })
+}
+
+func checkBits(f *wire.Compressed, name string, planes int64, extra ...partSpec) error {
+	d, _ := numel(f.Shape)
+	nb := packedLen(d)
+	specs := append([]partSpec{{name, wire.U8, planes * nb}}, extra...)
+	if err := checkParts(f, specs...); err != nil {
+		return err
+	}
+	b := f.Parts[0].Data
+	for p := int64(0); p < planes; p++ {
+		if !checkPadding(b[p*nb:(p+1)*nb], d) {
+			return fmt.Errorf("part %q: padding bits past element %d are not zero", name, d)
+		}
+	}
+	return nil
+}
+
+type signsgd struct{ workers int }
+
+func (c *signsgd) Algo() string             { return "signsgd" }
+func (c *signsgd) Params() map[string]any   { return map[string]any{} }
+func (c *signsgd) Size(shape []int64) int64 { d, _ := numel(shape); return packedLen(d) }
+func (c *signsgd) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkShape(in); err != nil {
+		return nil, err
+	}
+	b, ok := signBits(in.Data, c.workers)
+	if !ok {
+		return nil, CheckFinite(in.Name, in.Data)
+	}
+	return frame(c, in, part("bits", wire.U8, b, int64(len(b)))), nil
+}
+func (c *signsgd) check(f *wire.Compressed) error { return checkBits(f, "bits", 1) }
+func (c *signsgd) decode(f *wire.Compressed, dst []float32) error {
+	unpackParallel(dst, f.Parts[0].Data, 1, -1)
+	return nil
+}
+
+// signum sends the sign of its momentum m ← β·m + (1−β)·x (slot "m").
+type signum struct {
+	beta    float64
+	workers int
+}
+
+func (c *signum) Algo() string             { return "signum" }
+func (c *signum) Params() map[string]any   { return map[string]any{"momentum": c.beta} }
+func (c *signum) Size(shape []int64) int64 { d, _ := numel(shape); return packedLen(d) }
+func (c *signum) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	st := in.State
+	if st == nil {
+		st = &State{}
+	}
+	m := st.Slot("m", len(in.Data))
+	b, a := float32(c.beta), float32(1-c.beta)
+	for i, v := range in.Data {
+		m[i] = b*m[i] + a*v
+	}
+	bits, _ := signBits(m, c.workers)
+	return frame(c, in, part("bits", wire.U8, bits, int64(len(bits)))), nil
+}
+func (c *signum) check(f *wire.Compressed) error { return checkBits(f, "bits", 1) }
+func (c *signum) decode(f *wire.Compressed, dst []float32) error {
+	unpackParallel(dst, f.Parts[0].Data, 1, -1)
+	return nil
+}
+
+// efsignsgd: bits (x ≥ 0) and scale = mean |x| (f32); decodes to ±scale.
+type efsignsgd struct{ workers int }
+
+func (c *efsignsgd) Algo() string             { return "efsignsgd" }
+func (c *efsignsgd) Params() map[string]any   { return map[string]any{} }
+func (c *efsignsgd) Size(shape []int64) int64 { d, _ := numel(shape); return packedLen(d) + 4 }
+func (c *efsignsgd) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkShape(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	b, ok, _, s := signBlocks(x, c.workers)
+	if !ok {
+		return nil, CheckFinite(in.Name, x)
+	}
+	scale := float32(0)
+	if len(x) > 0 {
+		scale = float32(s / float64(len(x)))
+	}
+	return frame(c, in, part("bits", wire.U8, b, int64(len(b))), part("scale", wire.F32, f32le(scale), 1)), nil
+}
+func (c *efsignsgd) check(f *wire.Compressed) error {
+	return checkBits(f, "bits", 1, partSpec{"scale", wire.F32, 1})
+}
+func (c *efsignsgd) decode(f *wire.Compressed, dst []float32) error {
+	s := f32at(f.Parts[1].Data, 0)
+	unpackParallel(dst, f.Parts[0].Data, s, -s)
+	return nil
+}
+
+// signBits packs 1 − signbit(x) for every element, in parallel chunks
+// of whole bytes; false if x holds a non-finite value.
+func signBits(x []float32, nworkers int) ([]byte, bool) {
+	b := allocBytes(int(packedLen(int64(len(x)))))
+	cs := chunks(len(x), workers(nworkers, len(x)), 8)
+	oks := make([]bool, len(cs))
+	parallel(cs, func(ci int, lo, hi int) { oks[ci] = signBitsInto(b[lo/8:], x[lo:hi]) })
+	for _, ok := range oks {
+		if !ok {
+			return b, false
+		}
+	}
+	return b, true
+}
+
+// sumSquares sums x² in float64.
+func sumSquares(x []float32) float64 {
+	var a, b float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		a += float64(x[i]) * float64(x[i])
+		b += float64(x[i+1]) * float64(x[i+1])
+	}
+	for ; i < len(x); i++ {
+		a += float64(x[i]) * float64(x[i])
+	}
+	return a + b
+}
+
+// sumAbs sums |x| in float64, four accumulators.
+func sumAbs(x []float32) float64 {
+	var a, b, c, d float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		a += float64(math.Float32frombits(math.Float32bits(x[i]) & 0x7fffffff))
+		b += float64(math.Float32frombits(math.Float32bits(x[i+1]) & 0x7fffffff))
+		c += float64(math.Float32frombits(math.Float32bits(x[i+2]) & 0x7fffffff))
+		d += float64(math.Float32frombits(math.Float32bits(x[i+3]) & 0x7fffffff))
+	}
+	for ; i < len(x); i++ {
+		a += math.Abs(float64(x[i]))
+	}
+	return (a + b) + (c + d)
+}
+
+// onebit (Seide'14): bit = (x < 0), means = [mean of the negatives, mean of
+// the non-negatives] (0 for an empty set); decodes to means[bit == 0].
+type onebit struct{ workers int }
+
+func (c *onebit) Algo() string             { return "onebit" }
+func (c *onebit) Params() map[string]any   { return map[string]any{} }
+func (c *onebit) Size(shape []int64) int64 { d, _ := numel(shape); return packedLen(d) + 8 }
+func (c *onebit) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkShape(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	b, ok, sum, sumAbs := signBlocks(x, c.workers)
+	if !ok {
+		return nil, CheckFinite(in.Name, x)
+	}
+	// The bits are 1 − signbit; onebit sends signbit: invert, keep the
+	// padding zero, and count the negatives (−0 among them).
+	n := len(b)
+	np := 0
+	for j := range b {
+		np += bits.OnesCount8(b[j])
+		b[j] = ^b[j]
+	}
+	if r := len(x) % 8; r != 0 {
+		b[n-1] &= byte(0xff << (8 - r))
+	}
+	nn := len(x) - np
+	// Σneg = (Σx − Σ|x|)/2 and Σpos = (Σx + Σ|x|)/2.
+	sn, sp := (sum-sumAbs)/2, (sum+sumAbs)/2
+	var mn, mp float32
+	if nn > 0 {
+		mn = float32(sn / float64(nn))
+	}
+	if np > 0 {
+		mp = float32(sp / float64(np))
+	}
+	means := make([]byte, 8)
+	binary.LittleEndian.PutUint32(means, math.Float32bits(mn))
+	binary.LittleEndian.PutUint32(means[4:], math.Float32bits(mp))
+	return frame(c, in, part("bits", wire.U8, b, int64(len(b))), part("means", wire.F32, means, 2)), nil
+}
+func (c *onebit) check(f *wire.Compressed) error {
+	return checkBits(f, "bits", 1, partSpec{"means", wire.F32, 2})
+}
+func (c *onebit) decode(f *wire.Compressed, dst []float32) error {
+	unpackParallel(dst, f.Parts[0].Data, f32at(f.Parts[1].Data, 0), f32at(f.Parts[1].Data, 1))
+	return nil
+}
+
+// ---- terngrad ----
+
+// terngrad (Wen'17): s = max |x|; element i becomes sign(x_i)·s with
+// probability |x_i|/s (u_i < |x_i|/s, u_i the 24-bit uniform of draw i of
+// the stream (seed, name, step)), else 0. Part "bits" holds two planes of
+// ceil(d/8) bytes, plane 1 = (t > 0), plane 2 = (t < 0); part "scale" s.
+type terngrad struct {
+	seed    uint64
+	workers int
+}
+
+func (c *terngrad) Algo() string             { return "terngrad" }
+func (c *terngrad) Params() map[string]any   { return map[string]any{"seed": seedParam(c.seed)} }
+func (c *terngrad) Size(shape []int64) int64 { d, _ := numel(shape); return 2*packedLen(d) + 4 }
+func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	n := len(x)
+	nb := int(packedLen(int64(n)))
+	var m uint32
+	for _, v := range x {
+		m = max(m, magKey(v))
+	}
+	s := math.Float32frombits(m)
+	b := allocBytes(2 * nb)
+	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	if s > 0 {
+		inv := 1 / float64(s)
+		cs := chunks(n, workers(c.workers, n), 8)
+		parallel(cs, func(_ int, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				v := x[i]
+				p := float32(math.Abs(float64(v)) * inv)
+				if unit24(draw(key, uint64(i))) < p {
+					if v > 0 {
+						b[i/8] |= 0x80 >> (i % 8)
+					} else {
+						b[nb+i/8] |= 0x80 >> (i % 8)
+					}
+				}
+			}
+		})
+	}
+	return frame(c, in, part("bits", wire.U8, b, int64(len(b))), part("scale", wire.F32, f32le(s), 1)), nil
+}
+func (c *terngrad) check(f *wire.Compressed) error {
+	if err := checkBits(f, "bits", 2, partSpec{"scale", wire.F32, 1}); err != nil {
+		return err
+	}
+	b := f.Parts[0].Data
+	nb := len(b) / 2
+	for j := range nb {
+		if b[j]&b[nb+j] != 0 {
+			return fmt.Errorf("part \"bits\": an element is both +1 and -1 at byte %d", j)
+		}
+	}
+	return nil
+}
+func (c *terngrad) decode(f *wire.Compressed, dst []float32) error {
+	s := f32at(f.Parts[1].Data, 0)
+	b := f.Parts[0].Data
+	nb := len(b) / 2
+	for i := range dst {
+		sh := byte(0x80) >> (i % 8)
+		switch {
+		case b[i/8]&sh != 0:
+			dst[i] = s
+		case b[nb+i/8]&sh != 0:
+			dst[i] = -s
+		default:
+			dst[i] = 0
+		}
+	}
+	return nil
+}
+
+// ---- qsgd ----
+
+// qsgd (Alistarh'17) with s levels (1..127): norm = ‖x‖₂ (f32), and
+// element i becomes sign(x_i)·(l + [u_i < q − l]) with q = s·|x_i|/norm
+// in 8.24 fixed point, l = floor(q), u_i a 24-bit uniform (qsgdBlock);
+// parts "norm" f32[1], "codes" i8[d]. Decodes to norm/s·code.
+type qsgd struct {
+	levels  int64
+	seed    uint64
+	workers int
+}
+
+func (c *qsgd) Algo() string { return "qsgd" }
+func (c *qsgd) Params() map[string]any {
+	return map[string]any{"levels": c.levels, "seed": seedParam(c.seed)}
+}
+func (c *qsgd) Size(shape []int64) int64 { d, _ := numel(shape); return d + 4 }
+func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkShape(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	n := len(x)
+	cs := chunks(n, workers(c.workers, n), 64)
+	ss := sumInOrder(blockReduce(x, c.workers, sumSquares))
+	if math.IsNaN(ss) || math.IsInf(ss, 0) {
+		// Squares of finite float32s cannot overflow a float64.
+		return nil, CheckFinite(in.Name, x)
+	}
+	norm := float32(math.Sqrt(ss))
+	codes := allocBytes(n)
+	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	if norm > 0 {
+		sc24 := float32(float64(c.levels) / float64(norm) * (1 << 24))
+		maxT := uint32(c.levels) << 24
+		nb := (n + blockLen - 1) / blockLen
+		bcs := chunks(nb, max(1, min(workersFor(c.workers), nb)), 1)
+		parallel(bcs, func(_ int, lo, hi int) {
+			for k := lo; k < hi; k++ {
+				e := min((k+1)*blockLen, n)
+				qsgdBlock(codes[k*blockLen:e], x[k*blockLen:e], sc24, maxT, draw(key, uint64(k)))
+			}
+		})
+	}
+	_ = cs
+	return frame(c, in, part("norm", wire.F32, f32le(norm), 1), part("codes", wire.I8, codes, int64(n))), nil
+}
+
+func (c *qsgd) check(f *wire.Compressed) error {
+	d, _ := numel(f.Shape)
+	if err := checkParts(f, partSpec{"norm", wire.F32, 1}, partSpec{"codes", wire.I8, d}); err != nil {
+		return err
+	}
+	for j, b := range f.Parts[1].Data {
+		if q := int64(int8(b)); q > c.levels || q < -c.levels {
+			return fmt.Errorf("part \"codes\": code %d at %d is beyond ±%d levels", q, j, c.levels)
+		}
+	}
+	return nil
+}
+func (c *qsgd) decode(f *wire.Compressed, dst []float32) error {
+	u := f32at(f.Parts[0].Data, 0) / float32(c.levels)
+	for i, b := range f.Parts[1].Data {
+		dst[i] = u * float32(int8(b))
+	}
+	return nil
+}
+
+// ---- fp16, bf16 ----
+
+type half struct {
+	algo    string
+	dt      wire.DType
+	to      func(float32) uint16
+	from    func(uint16) float32
+	workers int
+}
+
+func (c *half) Algo() string             { return c.algo }
+func (c *half) Params() map[string]any   { return map[string]any{} }
+func (c *half) Size(shape []int64) int64 { d, _ := numel(shape); return 2 * d }
+func (c *half) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkShape(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	b := allocBytes(2 * len(x))
+	cs := chunks(len(x), workers(c.workers, len(x)), 64)
+	kern := f16Into
+	if c.dt == wire.BF16 {
+		kern = bf16Fast
+	}
+	oks := make([]bool, len(cs))
+	parallel(cs, func(ci int, lo, hi int) {
+		if hi > lo {
+			oks[ci] = kern(b[2*lo:2*hi], x[lo:hi])
+		} else {
+			oks[ci] = true
+		}
+	})
+	for _, ok := range oks {
+		if !ok {
+			return nil, CheckFinite(in.Name, x)
+		}
+	}
+	return frame(c, in, part("data", c.dt, b, int64(len(x)))), nil
+}
+func (c *half) check(f *wire.Compressed) error {
+	d, _ := numel(f.Shape)
+	return checkParts(f, partSpec{"data", c.dt, d})
+}
+func (c *half) decode(f *wire.Compressed, dst []float32) error {
+	b := f.Parts[0].Data
+	cs := chunks(len(dst), workers(0, len(dst)), 64)
+	from := c.from
+	if c.dt == wire.F16 && len(dst) >= 1<<16 {
+		tab := f16Table()
+		parallel(cs, func(_ int, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				dst[i] = tab[binary.LittleEndian.Uint16(b[2*i:])]
+			}
+		})
+		return nil
+	}
+	parallel(cs, func(_ int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[i] = from(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	})
+	return nil
+}
+
+// ---- natural ----
+
+// natural (Horváth et al.'19, GRACE "natural"): each element is rounded
+// stochastically to a signed power of two, unbiasedly: for 2^e ≤ |x| <
+// 2^(e+1), up to 2^(e+1) with probability |x|/2^e − 1. One byte per
+// element: 0 is zero; otherwise bit 7 is the sign and c = bits 0–6
+// (1…127) stands for 2^(c−100), i.e. 2^−99 … 2^27. Magnitudes below 2^−99
+// round to 0 or 2^−99 (unbiasedly); at or above 2^27 they saturate to 2^27.
+type natural struct {
+	seed    uint64
+	workers int
+}
+
+func (c *natural) Algo() string             { return "natural" }
+func (c *natural) Params() map[string]any   { return map[string]any{"seed": seedParam(c.seed)} }
+func (c *natural) Size(shape []int64) int64 { d, _ := numel(shape); return d }
+func (c *natural) Encode(in Input) (*wire.Compressed, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	x := in.Data
+	codes := allocBytes(len(x))
+	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	cs := chunks(len(x), workers(c.workers, len(x)), 64)
+	parallel(cs, func(_ int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			codes[i] = naturalCode(x[i], draw(key, uint64(i)))
+		}
+	})
+	return frame(c, in, part("codes", wire.U8, codes, int64(len(x)))), nil
+}
+
+func naturalCode(v float32, r uint64) byte {
+	b := math.Float32bits(v)
+	sign := byte(b>>31) << 7
+	mag := b & 0x7fffffff
+	if mag == 0 {
+		return 0
+	}
+	exp := int(mag>>23) - 127 // unbiased exponent for normals
+	if mag>>23 == 0 || exp < -99 {
+		// Below 2^-99: 2^-99 with probability |x|/2^-99, else 0.
+		p := float64(math.Float32frombits(mag)) * math.Ldexp(1, 99)
+		if float64(unit24(r)) < p {
+			return sign | 1
+		}
+		return 0
+	}
+	if exp >= 27 {
+		return sign | 127
+	}
+	man := mag & 0x7fffff
+	if uint32(r>>41) < man { // 23-bit uniform < mantissa: P = man/2^23
+		exp++
+	}
+	if exp >= 27 {
+		exp = 27
+	}
+	return sign | byte(exp+100)
+}
+
+func naturalValue(code byte) float32 {
+	c := code & 0x7f
+	if c == 0 {
+		return 0
+	}
+	v := float32(math.Ldexp(1, int(c)-100))
+	if code&0x80 != 0 {
+		return -v
+	}
+	return v
+}
+
+func (c *natural) check(f *wire.Compressed) error {
+	d, _ := numel(f.Shape)
+	if err := checkParts(f, partSpec{"codes", wire.U8, d}); err != nil {
+		return err
+	}
+	for j, b := range f.Parts[0].Data {
+		if b == 0x80 {
+			return fmt.Errorf("part \"codes\": code 0x80 (negative zero) at %d is not canonical", j)
+		}
+	}
+	return nil
+}
+func (c *natural) decode(f *wire.Compressed, dst []float32) error {
+	var tab [256]float32
+	for i := range tab {
+		tab[i] = naturalValue(byte(i))
+	}
+	for i, b := range f.Parts[0].Data {
+		dst[i] = tab[b]
+	}
+	return nil
+}
+
+func f32le(v float32) []byte {
+	b := make([]byte, 4)
+	binary.LittleEndian.PutUint32(b, math.Float32bits(v))
+	return b
+}
+
+func f32at(b []byte, i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+}
+
+func init() {
+	none := map[string]string{}
+	seed := map[string]string{"seed": "0"}
+	reg := func(info Info, fo func(o Options) (Codec, error), fp func(m map[string]any) (Codec, error)) {
+		register(factory{info: info, fromOptions: fo, fromParams: fp})
+	}
+	reg(Info{Algo: "signsgd", Kind: "quantization", Params: none, SizeFormula: "ceil(d/8)",
+		Summable: "majority vote: sum gives sign(Σ ±1) as a signsgd frame (ties to +1)",
+		Doc:      "sign bits (x ≥ 0 → 1), MSB first; decodes to ±1"},
+		func(o Options) (Codec, error) { return &signsgd{o.Workers}, nil },
+		func(map[string]any) (Codec, error) { return &signsgd{}, nil })
+	reg(Info{Algo: "signum", Kind: "quantization", Params: map[string]string{"momentum": "0.9"}, SizeFormula: "ceil(d/8)",
+		Summable: "majority vote (as signsgd)",
+		Doc:      "sign of the momentum m = β·m + (1−β)·x (state slot m); decodes to ±1"},
+		func(o Options) (Codec, error) {
+			b := o.Momentum
+			if b == 0 {
+				b = 0.9
+			}
+			if !(b >= 0 && b < 1) {
+				return nil, fmt.Errorf("codec: signum: momentum %v not in [0, 1)", b)
+			}
+			return &signum{b, o.Workers}, nil
+		},
+		func(m map[string]any) (Codec, error) {
+			b, err := pFloat(m, "momentum")
+			return &signum{beta: b}, err
+		})
+	reg(Info{Algo: "efsignsgd", Kind: "quantization", Params: none, SizeFormula: "ceil(d/8) + 4",
+		Summable: "no (scales differ per worker)",
+		Doc:      "sign bits (x ≥ 0 → 1) and scale mean|x|; decodes to ±scale; pair with --memory efsignsgd"},
+		func(o Options) (Codec, error) { return &efsignsgd{o.Workers}, nil },
+		func(map[string]any) (Codec, error) { return &efsignsgd{}, nil })
+	reg(Info{Algo: "onebit", Kind: "quantization", Params: none, SizeFormula: "ceil(d/8) + 8",
+		Summable: "no",
+		Doc:      "1-bit SGD: bit (x < 0 → 1), means of negatives and non-negatives; preserves Σx"},
+		func(o Options) (Codec, error) { return &onebit{o.Workers}, nil },
+		func(map[string]any) (Codec, error) { return &onebit{}, nil })
+	reg(Info{Algo: "terngrad", Kind: "quantization", Params: seed, SizeFormula: "2·ceil(d/8) + 4",
+		Summable: "no (scales differ per worker)",
+		Doc:      "stochastic ternary {−s, 0, s}, s = max|x|, unbiased"},
+		func(o Options) (Codec, error) { return &terngrad{o.Seed, o.Workers}, nil },
+		func(m map[string]any) (Codec, error) {
+			s, err := pUint(m, "seed")
+			return &terngrad{seed: s}, err
+		})
+	reg(Info{Algo: "qsgd", Kind: "quantization", Params: map[string]string{"levels": "64", "seed": "0"}, SizeFormula: "d + 4",
+		Summable: "no (norms differ per worker)",
+		Doc:      "QSGD: stochastic rounding of s·|x|/‖x‖₂ to int8 levels, unbiased"},
+		func(o Options) (Codec, error) {
+			l := o.Levels
+			if l == 0 {
+				l = 64
+			}
+			if l < 1 || l > 127 {
+				return nil, fmt.Errorf("codec: qsgd: levels %d not in [1, 127]", l)
+			}
+			return &qsgd{l, o.Seed, o.Workers}, nil
+		},
+		func(m map[string]any) (Codec, error) {
+			l, err := pInt(m, "levels", 1, 127)
+			if err != nil {
+				return nil, err
+			}
+			s, err := pUint(m, "seed")
+			return &qsgd{levels: l, seed: s}, err
+		})
+	reg(Info{Algo: "fp16", Kind: "quantization", Params: none, SizeFormula: "2d",
+		Summable: "yes: element-wise sum in f32, rounded to f16 (allreduce)",
+		Doc:      "IEEE half, round to nearest even; beyond ±65504 becomes ±Inf"},
+		func(o Options) (Codec, error) { return &half{"fp16", wire.F16, F32ToF16, F16ToF32, o.Workers}, nil },
+		func(map[string]any) (Codec, error) { return &half{"fp16", wire.F16, F32ToF16, F16ToF32, 0}, nil })
+	reg(Info{Algo: "bf16", Kind: "quantization", Params: none, SizeFormula: "2d",
+		Summable: "yes: element-wise sum in f32, rounded to bf16 (allreduce)",
+		Doc:      "bfloat16, round to nearest even"},
+		func(o Options) (Codec, error) { return &half{"bf16", wire.BF16, F32ToBF16, BF16ToF32, o.Workers}, nil },
+		func(map[string]any) (Codec, error) { return &half{"bf16", wire.BF16, F32ToBF16, BF16ToF32, 0}, nil })
+	reg(Info{Algo: "natural", Kind: "quantization", Params: seed, SizeFormula: "d",
+		Summable: "no",
+		Doc:      "natural compression: unbiased stochastic rounding to signed powers of two, one byte each"},
+		func(o Options) (Codec, error) { return &natural{o.Seed, o.Workers}, nil },
+		func(m map[string]any) (Codec, error) {
+			s, err := pUint(m, "seed")
+			return &natural{seed: s}, err
+		})
+}

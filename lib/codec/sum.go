@@ -1,0 +1,147 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"trainwire.dev/lib/wire"
+)
+
+// ErrNotSummable is wrapped by Sum's error for frames whose codec cannot
+// be added without decoding.
+var ErrNotSummable = fmt.Errorf("not summable without decoding")
+
+// Sum adds compressed frames of one tensor without decoding them, where
+// the codec's math allows (see Info.Summable):
+//
+//   - randomk: frames with the same name, step and params share their
+//     indices; the values add. Result: a randomk frame.
+//   - fp16, bf16: element-wise sum in f32, rounded once. Result: same codec.
+//   - powersgd: frames with bit-identical P; the Q parts add (vectors:
+//     the data adds). Result: a powersgd frame.
+//   - signsgd, signum: majority vote, bit = (Σ ±1 ≥ 0). Result: same codec.
+//   - topk, mstopk, dgc, threshold: the union of the indices with the
+//     values of equal indices added, in frame order. Result: a sparse COO
+//     frame (u32 indices, f32 values).
+//
+// Every frame must be valid for its codec (FromFrame), of the same algo,
+// name, shape and params; frames of other codecs give ErrNotSummable.
+func Sum(fs []*wire.Compressed) (wire.Frame, error) {
+	if len(fs) == 0 {
+		return nil, fmt.Errorf("codec: sum of no frames")
+	}
+	f0 := fs[0]
+	for i, f := range fs {
+		if _, err := FromFrame(f); err != nil {
+			return nil, fmt.Errorf("codec: sum: frame %d: %w", i, err)
+		}
+		if f.Algo != f0.Algo {
+			return nil, fmt.Errorf("codec: sum: frame %d is %q, frame 0 %q: %w", i, f.Algo, f0.Algo, ErrWrongAlgo)
+		}
+		if f.Name != f0.Name || !slices.Equal(f.Shape, f0.Shape) {
+			return nil, fmt.Errorf("codec: sum: frame %d is %q %v, frame 0 %q %v", i, f.Name, f.Shape, f0.Name, f0.Shape)
+		}
+		if !reflect.DeepEqual(f.Params, f0.Params) {
+			return nil, fmt.Errorf("codec: sum: frame %d has params %v, frame 0 %v", i, f.Params, f0.Params)
+		}
+	}
+	out := &wire.Compressed{Name: f0.Name, Step: f0.Step, Rank: -1, Algo: f0.Algo,
+		Params: maps.Clone(f0.Params), DType: f0.DType, Shape: slices.Clone(f0.Shape)}
+	switch f0.Algo {
+	case "randomk":
+		for i, f := range fs {
+			if f.Step != f0.Step {
+				return nil, fmt.Errorf("codec: sum: randomk frame %d is step %d, frame 0 step %d: indices differ", i, f.Step, f0.Step)
+			}
+		}
+		acc := sumF32(fs, 0)
+		out.Parts = []wire.Part{part("values", wire.F32, f32bytes(acc), int64(len(acc)))}
+		return out, nil
+	case "fp16", "bf16":
+		c, _ := FromFrame(f0)
+		h := c.(*half)
+		d := len(f0.Parts[0].Data) / 2
+		acc := make([]float32, d)
+		for _, f := range fs {
+			b := f.Parts[0].Data
+			for i := range acc {
+				acc[i] += h.from(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+		}
+		b := make([]byte, 2*d)
+		for i, v := range acc {
+			binary.LittleEndian.PutUint16(b[2*i:], h.to(v))
+		}
+		out.Parts = []wire.Part{part("data", h.dt, b, int64(d))}
+		return out, nil
+	case "powersgd":
+		if len(f0.Parts) == 1 {
+			acc := sumF32(fs, 0)
+			out.Parts = []wire.Part{part("data", wire.F32, f32bytes(acc), int64(len(acc)))}
+			return out, nil
+		}
+		for i, f := range fs {
+			if !bytes.Equal(f.Parts[0].Data, f0.Parts[0].Data) {
+				return nil, fmt.Errorf("codec: sum: powersgd frame %d has another P: only frames sharing P (after its allreduce) add: %w", i, ErrNotSummable)
+			}
+		}
+		acc := sumF32(fs, 1)
+		p := f0.Parts[0]
+		out.Parts = []wire.Part{part("p", wire.F32, slices.Clone(p.Data), p.Shape...),
+			part("q", wire.F32, f32bytes(acc), f0.Parts[1].Shape...)}
+		return out, nil
+	case "signsgd", "signum":
+		d, _ := numel(f0.Shape)
+		votes := make([]int32, d)
+		for _, f := range fs {
+			b := f.Parts[0].Data
+			for i := range votes {
+				if b[i/8]&(0x80>>(i%8)) != 0 {
+					votes[i]++
+				} else {
+					votes[i]--
+				}
+			}
+		}
+		b := make([]byte, packedLen(d))
+		for i, v := range votes {
+			if v >= 0 {
+				b[i/8] |= 0x80 >> (i % 8)
+			}
+		}
+		out.Parts = []wire.Part{part("bits", wire.U8, b, int64(len(b)))}
+		return out, nil
+	case "topk", "mstopk", "dgc", "threshold":
+		acc := map[uint32]float32{}
+		for _, f := range fs {
+			vals := f32s(f.Parts[0].Data)
+			idx := u32s(f.Parts[1].Data)
+			for j, i := range idx {
+				acc[i] += vals[j]
+			}
+		}
+		idx := slices.Sorted(maps.Keys(acc))
+		vals := make([]float32, len(idx))
+		for j, i := range idx {
+			vals[j] = acc[i]
+		}
+		return &wire.Sparse{Name: f0.Name, Step: f0.Step, Rank: -1, DType: wire.F32, Shape: slices.Clone(f0.Shape),
+			Width: 1, Format: wire.COO, IType: wire.U32, Nnz: int64(len(idx)),
+			Indices: u32bytes(idx), Values: f32bytes(vals)}, nil
+	}
+	return nil, fmt.Errorf("codec: sum: %q: %w", f0.Algo, ErrNotSummable)
+}
+
+func sumF32(fs []*wire.Compressed, p int) []float32 {
+	acc := make([]float32, len(fs[0].Parts[p].Data)/4)
+	for _, f := range fs {
+		for i, v := range f32s(f.Parts[p].Data) {
+			acc[i] += v
+		}
+	}
+	return acc
+}

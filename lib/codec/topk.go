@@ -1,0 +1,221 @@
+package codec
+
+import (
+	"math"
+	"slices"
+)
+
+// Exact top-k. The k elements of largest |x| are selected, ties broken by
+// the lowest index, and returned as ascending indices. |x| is compared as
+// the magnitude key math.Float32bits(v) &^ (1 << 31), which orders finite
+// floats (and ±Inf) like |v| and makes −0 equal +0. Input must be NaN-free.
+
+func magKey(v float32) uint32 { return math.Float32bits(v) & 0x7fffffff }
+
+// TopK returns the ascending indices of the k largest-magnitude elements
+// of x (ties: lowest index), k clamped to [0, len(x)). It is a radix
+// selection, not a sort: one parallel pass builds a histogram of the top
+// 11 bits of every key, a second collects the indices above the bucket
+// holding the k-th key and the candidates inside it, and the candidates
+// (a few percent of x) are resolved by further radix passes; the per-chunk
+// lists are then merged in index order. workers bounds the goroutines (0:
+// GOMAXPROCS); the result does not depend on it.
+func TopK(x []float32, k int, nworkers int) []uint32 {
+	idx, _ := topK(x, k, nworkers)
+	return idx
+}
+
+// topK is TopK that also reports whether x is free of NaN and ±Inf (from
+// its histogram: their keys fill the top buckets), so the codec needs no
+// separate validation pass.
+func topK(x []float32, k int, nworkers int) ([]uint32, bool) {
+	n := len(x)
+	if k <= 0 || n == 0 || k >= n {
+		if firstNonFinite(x) >= 0 {
+			return nil, false
+		}
+	}
+	if k <= 0 || n == 0 {
+		return []uint32{}, true
+	}
+	if k >= n {
+		out := make([]uint32, n)
+		for i := range out {
+			out[i] = uint32(i)
+		}
+		return out, true
+	}
+	const shift = 20 // 31-bit keys: top 11 bits
+	const nb = 1 << 11
+	cs := chunks(n, workers(nworkers, n), 64)
+	hists := make([][nb]uint32, len(cs))
+	parallel(cs, func(c, lo, hi int) {
+		h := &hists[c]
+		xs := x[lo:hi]
+		i := 0
+		for ; i+4 <= len(xs); i += 4 {
+			h[magKey(xs[i])>>shift]++
+			h[magKey(xs[i+1])>>shift]++
+			h[magKey(xs[i+2])>>shift]++
+			h[magKey(xs[i+3])>>shift]++
+		}
+		for ; i < len(xs); i++ {
+			h[magKey(xs[i])>>shift]++
+		}
+	})
+	for c := range hists {
+		for j := 0x7f800000 >> shift; j < nb; j++ {
+			if hists[c][j] != 0 {
+				return nil, false
+			}
+		}
+	}
+	// Find bucket b: count(> b) < k ≤ count(≥ b).
+	above := 0
+	b := nb - 1
+	for ; b >= 0; b-- {
+		t := 0
+		for c := range hists {
+			t += int(hists[c][b])
+		}
+		if above+t >= k {
+			break
+		}
+		above += t
+	}
+	need := k - above
+	// Pass 2: definite indices (bucket > b) and candidates (bucket == b).
+	defs := make([][]uint32, len(cs))
+	cands := make([][]uint32, len(cs))
+	parallel(cs, func(c, lo, hi int) {
+		nd := 0
+		for j := b + 1; j < nb; j++ {
+			nd += int(hists[c][j])
+		}
+		d := make([]uint32, 0, nd)
+		cd := make([]uint32, 0, hists[c][b])
+		ub := uint32(b)
+		for i := lo; i < hi; i++ {
+			bk := magKey(x[i]) >> shift
+			if bk > ub {
+				d = append(d, uint32(i))
+			} else if bk == ub {
+				cd = append(cd, uint32(i))
+			}
+		}
+		defs[c], cands[c] = d, cd
+	})
+	// Resolve the candidates: the need largest, ties by lowest index.
+	var all []uint32
+	if len(cands) == 1 {
+		all = cands[0]
+	} else {
+		all = slices.Concat(cands...)
+	}
+	sel := selectCandidates(x, all, need)
+	// Merge per chunk: definite and selected are both ascending.
+	out := make([]uint32, k)
+	offs := make([]int, len(cs)+1)
+	selBy := make([][]uint32, len(cs))
+	si := 0
+	for c, r := range cs {
+		sj := si
+		for sj < len(sel) && int(sel[sj]) < r[1] {
+			sj++
+		}
+		selBy[c] = sel[si:sj]
+		si = sj
+		offs[c+1] = offs[c] + len(defs[c]) + len(selBy[c])
+	}
+	parallel(cs, func(c, _, _ int) {
+		mergeAsc(out[offs[c]:offs[c+1]], defs[c], selBy[c])
+	})
+	return out, true
+}
+
+// selectCandidates returns, ascending, the need candidates (ascending
+// indices into x) of largest key, ties by lowest index.
+func selectCandidates(x []float32, cand []uint32, need int) []uint32 {
+	if need >= len(cand) {
+		return cand
+	}
+	// Radix over the low 20 bits, 10 at a time, narrowing the key prefix.
+	var prefix, pmask uint32 = 0, 0 // keys must match prefix under pmask
+	// All candidates share the top 11 bits already.
+	for _, sh := range []uint{10, 0} {
+		var h [1 << 10]int
+		for _, i := range cand {
+			kk := magKey(x[i])
+			if kk&pmask == prefix {
+				h[(kk>>sh)&0x3ff]++
+			}
+		}
+		above := 0
+		d := 1<<10 - 1
+		for ; d >= 0; d-- {
+			if above+h[d] >= need {
+				break
+			}
+			above += h[d]
+		}
+		// Keys above this digit (under the prefix) are all in.
+		prefix |= uint32(d) << sh
+		pmask |= 0x3ff << sh
+		need -= above
+		_ = above
+	}
+	// Now prefix is the exact threshold key T on its low 20 bits; every
+	// candidate key > T is in, and the first need with key == T.
+	out := make([]uint32, 0, len(cand))
+	t := prefix
+	for _, i := range cand {
+		kk := magKey(x[i]) & 0xfffff
+		if kk > t {
+			out = append(out, i)
+		} else if kk == t && need > 0 {
+			out = append(out, i)
+			need--
+		}
+	}
+	return out
+}
+
+func mergeAsc(dst, a, b []uint32) {
+	i, j, o := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] < b[j] {
+			dst[o] = a[i]
+			i++
+		} else {
+			dst[o] = b[j]
+			j++
+		}
+		o++
+	}
+	o += copy(dst[o:], a[i:])
+	copy(dst[o:], b[j:])
+}
+
+// topkRef is TopK's plain twin: sort every index by (key desc, index asc),
+// keep k, sort ascending.
+func topkRef(x []float32, k int) []uint32 {
+	n := len(x)
+	k = max(0, min(k, n))
+	idx := make([]uint32, n)
+	for i := range idx {
+		idx[i] = uint32(i)
+	}
+	slices.SortFunc(idx, func(a, b uint32) int {
+		ka, kb := magKey(x[a]), magKey(x[b])
+		if ka != kb {
+			if ka > kb {
+				return -1
+			}
+			return 1
+		}
+		return int(a) - int(b)
+	})
+	out := idx[:k:k]
+	slices.Sort(out)
+	return out
+}

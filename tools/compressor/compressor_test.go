@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"trainwire.dev/lib/cli/clitest"
+	"trainwire.dev/lib/codec"
+	"trainwire.dev/lib/wire"
+)
+
+func gauss(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// stream writes dense frames (name, step, data) as one stream.
+func stream(t *testing.T, frames ...*wire.Dense) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := wire.NewWriter(&b, "test")
+	for _, f := range frames {
+		require.NoError(t, w.Write(f))
+	}
+	require.NoError(t, w.Close())
+	return b.Bytes()
+}
+
+func dense(name string, step int64, x []float32, shape ...int64) *wire.Dense {
+	d := wire.NewDenseF32(name, x, shape...)
+	d.Step = step
+	return d
+}
+
+func runIn(t *testing.T, stdin []byte, args ...string) ([]byte, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, bytes.NewReader(stdin), &out, &errb)
+	return out.Bytes(), errb.String(), code
+}
+
+func frames(t *testing.T, b []byte) []wire.Frame {
+	t.Helper()
+	r := wire.NewReader(bytes.NewReader(b), wire.Limits{})
+	var out []wire.Frame
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, f)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	x := gauss(3000, 1)
+	in := stream(t, dense("a", 1, x, 30, 100), dense("b", 1, x[:7]))
+	for _, algo := range codec.Algos() {
+		enc, errs, code := runIn(t, in, "encode", "--algo", algo, "--ratio", "1", "--rank", "64")
+		require.Equal(t, 0, code, "%s: %s", algo, errs)
+		fs := frames(t, enc)
+		require.Len(t, fs, 2)
+		cf := fs[0].(*wire.Compressed)
+		assert.Equal(t, algo, cf.Algo)
+		assert.Equal(t, []int64{30, 100}, cf.Shape)
+		dec, errs, code := runIn(t, enc, "decode")
+		require.Equal(t, 0, code, "%s: %s", algo, errs)
+		ds := frames(t, dec)
+		require.Len(t, ds, 2)
+		d := ds[0].(*wire.Dense)
+		assert.Equal(t, "a", d.Name)
+		assert.Equal(t, int64(1), d.Step)
+		y, err := d.F32()
+		require.NoError(t, err)
+		require.Len(t, y, len(x))
+		if algo == "topk" || algo == "mstopk" || algo == "dgc" || algo == "randomk" {
+			for i := range x {
+				require.Equal(t, math.Float32bits(x[i]), math.Float32bits(y[i]), "%s: ratio 1 element %d", algo, i)
+			}
+		}
+	}
+}
+
+// TestStateCheckpoint: encoding two steps in one process gives the same
+// frames as one step, --state-out, and a second process with --state-in.
+func TestStateCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s1 := stream(t, dense("w", 1, gauss(2000, 1), 20, 100), dense("v", 1, gauss(50, 2)))
+	s2 := stream(t, dense("w", 2, gauss(2000, 3), 20, 100), dense("v", 2, gauss(50, 4)))
+	for _, c := range []struct{ algo, memory string }{
+		{"topk", "residual"}, {"dgc", "dgc"}, {"efsignsgd", "efsignsgd"}, {"powersgd", "powersgd"}, {"signum", "none"},
+	} {
+		args := []string{"encode", "--algo", c.algo, "--memory", c.memory, "--ratio", "0.05"}
+		both, errs, code := runIn(t, append(s1, s2...), args...)
+		require.Equal(t, 0, code, errs)
+		st := filepath.Join(dir, c.algo+".state")
+		_, errs, code = runIn(t, s1, append(args, "--state-out", st)...)
+		require.Equal(t, 0, code, errs)
+		second, errs, code := runIn(t, s2, append(args, "--state-in", st)...)
+		require.Equal(t, 0, code, errs)
+		want := frames(t, both)[2:]
+		got := frames(t, second)
+		require.Equal(t, len(want), len(got))
+		for i := range want {
+			assert.Equal(t, want[i], got[i], "%s/%s frame %d", c.algo, c.memory, i)
+		}
+		// The state file is a stream dump can read: dense frames TENSOR@SLOT.
+		sf, err := os.ReadFile(st)
+		require.NoError(t, err)
+		for _, f := range frames(t, sf) {
+			assert.Contains(t, f.(*wire.Dense).Name, "@")
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	x := gauss(100, 1)
+	_, errs, code := runIn(t, stream(t, dense("w", 0, x)), "encode", "--algo", "nope")
+	assert.Equal(t, 80, code, errs)
+	x[5] = float32(math.NaN())
+	_, errs, code = runIn(t, stream(t, dense("w", 0, x)), "encode", "--algo", "topk")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "NaN")
+	_, errs, code = runIn(t, []byte("garbage"), "encode", "--algo", "topk")
+	assert.Equal(t, 2, code, errs)
+	f64 := &wire.Dense{Name: "d", DType: wire.F64, Shape: []int64{1}, Data: make([]byte, 8)}
+	_, errs, code = runIn(t, stream(t, f64), "encode", "--algo", "topk")
+	assert.Equal(t, 2, code, errs)
+	// A frame relabelled with another algorithm fails to decode, clearly.
+	enc, _, _ := runIn(t, stream(t, dense("w", 0, gauss(100, 2))), "encode", "--algo", "fp16")
+	cf := frames(t, enc)[0].(*wire.Compressed)
+	cf.Algo = "qsgd"
+	cf.Params = map[string]any{"levels": int64(64), "seed": int64(0)}
+	var b bytes.Buffer
+	w := wire.NewWriter(&b, "test")
+	require.NoError(t, w.Write(cf))
+	require.NoError(t, w.Close())
+	_, errs, code = runIn(t, b.Bytes(), "decode")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `1 parts, want 2 (norm, codes)`)
+}
+
+func TestSumVerb(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	want := make([]float32, 1000)
+	for r := range 3 {
+		x := gauss(1000, uint64(r))
+		enc, errs, code := runIn(t, stream(t, dense("w", 9, x)), "encode", "--algo", "randomk", "--ratio", "0.1", "--seed", "5")
+		require.Equal(t, 0, code, errs)
+		y, err := codec.Decode(frames(t, enc)[0].(*wire.Compressed), nil)
+		require.NoError(t, err)
+		for i := range y {
+			want[i] += y[i]
+		}
+		p := filepath.Join(dir, "r"+string(rune('0'+r)))
+		require.NoError(t, os.WriteFile(p, enc, 0o644))
+		files = append(files, p)
+	}
+	out, errs, code := runIn(t, nil, append([]string{"sum"}, files...)...)
+	require.Equal(t, 0, code, errs)
+	fs := frames(t, out)
+	require.Len(t, fs, 1)
+	got, err := codec.Decode(fs[0].(*wire.Compressed), nil)
+	require.NoError(t, err)
+	for i := range want {
+		assert.InDelta(t, want[i], got[i], 1e-5)
+	}
+	// Not summable: exit 2 with the reason.
+	enc, _, _ := runIn(t, stream(t, dense("w", 0, gauss(10, 1))), "encode", "--algo", "qsgd")
+	_, errs, code = runIn(t, append(enc, enc...), "sum")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "not summable")
+}
+
+func TestListAndBench(t *testing.T) {
+	out, errs, code := runIn(t, nil, "list", "--format", "json")
+	require.Equal(t, 0, code, errs)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	assert.Len(t, lines, len(codec.Algos()))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &m))
+	assert.Contains(t, m, "size")
+	assert.Contains(t, m, "summable")
+
+	out, errs, code = runIn(t, nil, "bench", "--algos", "topk,fp16", "--sizes", "4KiB,64KiB", "--iters", "2", "--warmup", "0")
+	require.Equal(t, 0, code, errs)
+	fs := frames(t, out)
+	require.Len(t, fs, 6) // (memcpy + 2) × 2 sizes
+	for _, f := range fs {
+		s := f.(*wire.Stats)
+		assert.Equal(t, "compressor.bench", s.Name)
+		assert.Greater(t, s.Values["encode_ns_mean"], 0.0)
+		if s.Labels["algo"] == "fp16" {
+			assert.Equal(t, 0.5, s.Values["ratio"])
+		}
+	}
+}
+
+// TestBinaryPipeline runs the built binary: encode | decode.
+func TestBinaryPipeline(t *testing.T) {
+	bin := clitest.Binary(t, "compressor")
+	x := gauss(4096, 3)
+	enc := exec.Command(bin, "encode", "--algo", "fp16")
+	enc.Stdin = bytes.NewReader(stream(t, dense("w", 0, x, 64, 64)))
+	var encOut, encErr bytes.Buffer
+	enc.Stdout, enc.Stderr = &encOut, &encErr
+	require.NoError(t, enc.Run(), encErr.String())
+	dec := exec.Command(bin, "decode")
+	dec.Stdin = &encOut
+	var decOut, decErr bytes.Buffer
+	dec.Stdout, dec.Stderr = &decOut, &decErr
+	require.NoError(t, dec.Run(), decErr.String())
+	d := frames(t, decOut.Bytes())[0].(*wire.Dense)
+	y, err := d.F32()
+	require.NoError(t, err)
+	for i := range x {
+		require.Equal(t, codec.F16ToF32(codec.F32ToF16(x[i])), y[i])
+	}
+	assert.Contains(t, encErr.String(), "encoded")
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/codec"
+	"trainwire.dev/lib/wire"
+)
+
+// DecodeCmd turns compressed frames back into dense f32 frames.
+type DecodeCmd struct {
+	cli.WireFlags
+	Files []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
+}
+
+// Run decodes every compressed frame; other frames pass through.
+func (c *DecodeCmd) Run(rio *cli.IO) error {
+	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
+	err := eachFrame(c.Files, c.Limits(), rio.Stdin, func(f wire.Frame) error {
+		cf, ok := f.(*wire.Compressed)
+		if !ok {
+			return w.Write(f)
+		}
+		x, err := codec.Decode(cf, nil)
+		if err != nil {
+			return err
+		}
+		d := wire.NewDenseF32(cf.Name, x, cf.Shape...)
+		d.Step, d.Rank = cf.Step, cf.Rank
+		return w.Write(d)
+	})
+	if err != nil {
+		return exitCode(err)
+	}
+	return w.Close()
+}

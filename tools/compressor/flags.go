@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/codec"
+	"trainwire.dev/lib/wire"
+)
+
+// CodecFlags are the parameters of every codec; each reads the ones
+// `compressor list` names.
+type CodecFlags struct {
+	Ratio     float64 `help:"Density ρ of the sparsifiers: k = ceil(ρ·d), in [1, d]." default:"0.01" env:"TRAINWIRE_COMPRESSOR_RATIO"`
+	K         int64   `help:"Fixed k for the sparsifiers (overrides --ratio when positive)." default:"0" env:"TRAINWIRE_COMPRESSOR_K"`
+	Seed      uint64  `help:"Seed of every random draw (with the tensor name and step); every rank must use the same." default:"0" env:"TRAINWIRE_COMPRESSOR_SEED"`
+	Levels    int64   `help:"QSGD levels s (1..127)." default:"64"`
+	Threshold float64 `help:"threshold's τ: elements with |x| ≥ τ are sent." default:"0.01"`
+	Samplings int64   `help:"MSTopK's N: threshold probes (1..64)." default:"30"`
+	Rank      int64   `help:"PowerSGD rank r." default:"1"`
+	Momentum  float64 `help:"Signum's momentum β." default:"0.9"`
+	Unbiased  bool    `help:"randomk: scale values by d/k so the decoded tensor is unbiased."`
+	Workers   int     `help:"Goroutines for the parallel kernels (0: GOMAXPROCS); results do not depend on it." default:"0" env:"TRAINWIRE_COMPRESSOR_WORKERS"`
+}
+
+// Options returns the codec options the flags ask for.
+func (f CodecFlags) Options() codec.Options {
+	return codec.Options{Ratio: f.Ratio, K: f.K, Seed: f.Seed, Levels: f.Levels, Threshold: f.Threshold,
+		Samplings: f.Samplings, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
+}
+
+// eachFrame reads every data frame of the named inputs ("-" or none: stdin).
+func eachFrame(files []string, lim wire.Limits, stdin io.Reader, fn func(wire.Frame) error) error {
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	for _, name := range files {
+		in, closeIn, err := cli.OpenInput(name, stdin)
+		if err != nil {
+			return err
+		}
+		r := wire.NewReader(in, lim)
+		for {
+			f, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				_ = closeIn()
+				if name != "-" {
+					err = fmt.Errorf("%s: %w", name, err)
+				}
+				return err
+			}
+			if err := fn(f); err != nil {
+				_ = closeIn()
+				return err
+			}
+		}
+		if err := closeIn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes a stream to path through a temporary file and a
+// rename, so a reader never sees half a state file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// exitCode keeps the code an error chooses, else 1.
+func exitCode(err error) error { return cli.WithCode(cli.ExitCodeOf(err), err) }
