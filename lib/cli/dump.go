@@ -11,6 +11,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/wire"
 )
 
@@ -171,7 +172,7 @@ func decodeValues(b []byte, dt wire.DType, n int) []any {
 		case wire.BF16:
 			v = jsonFloat(float64(math.Float32frombits(uint32(le.Uint16(b[i:])) << 16)))
 		case wire.F16:
-			v = jsonFloat(halfToFloat(le.Uint16(b[i:])))
+			v = jsonFloat(float64(codec.F16ToF32(le.Uint16(b[i:]))))
 		case wire.I8:
 			v = int8(b[i])
 		case wire.U8, wire.Bool:
@@ -190,26 +191,6 @@ func decodeValues(b []byte, dt wire.DType, n int) []any {
 		out = append(out, v)
 	}
 	return out
-}
-
-// halfToFloat converts an IEEE 754 binary16 value.
-func halfToFloat(h uint16) float64 {
-	sign := 1.0
-	if h&0x8000 != 0 {
-		sign = -1
-	}
-	exp := int(h>>10) & 0x1f
-	frac := float64(h & 0x3ff)
-	switch exp {
-	case 0:
-		return sign * frac * math.Pow(2, -24)
-	case 0x1f:
-		if frac != 0 {
-			return math.NaN()
-		}
-		return sign * math.Inf(1)
-	}
-	return sign * (1 + frac/1024) * math.Pow(2, float64(exp-15))
 }
 
 func jsonFloat(f float64) any {

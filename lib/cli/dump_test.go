@@ -77,3 +77,10 @@ func TestParseByteSize(t *testing.T) {
 		assert.Error(t, err, s)
 	}
 }
+
+func TestDumpHalfValues(t *testing.T) {
+	in := stream(t, &wire.Dense{Name: "h", Rank: -1, DType: wire.F16, Shape: []int64{3}, Data: []byte{0x00, 0x3c, 0x00, 0xc0, 0x00, 0x7c}})
+	var out, errb bytes.Buffer
+	require.Equal(t, ExitOK, Run(Tool{Name: "t"}, &dumpCLI{}, []string{"dump", "--values", "3"}, bytes.NewReader(in), &out, &errb), errb.String())
+	assert.Contains(t, out.String(), `"values":[1,-2,"+Inf"]`)
+}
