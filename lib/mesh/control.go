@@ -169,6 +169,12 @@ func (m *Mesh) readControl(c *ctrlConn) {
 // to every rank still connected, then applied here. Concurrent callers
 // wait until the broadcast is done.
 func (m *Mesh) decide(v verdict) {
+	if m.closing.Load() && !m.isAborted() {
+		// A closing (or crashed) rank 0 judges nothing: the others have
+		// its goodbye, or will see its control connection drop, and
+		// decide on their own.
+		return
+	}
 	m.abortOnce.Do(func() {
 		m.log.Error("mesh: aborting the job", "failed_rank", v.Rank, "reason", v.Reason, "reported_by", v.Reporter)
 		var wg sync.WaitGroup
@@ -263,14 +269,17 @@ func (m *Mesh) fail(peer int, op string, err error) error {
 		c := m.ctrl
 		if c != nil && !c.bye.Load() {
 			rep := verdict{Rank: local.Rank, Reason: reason, Reporter: m.rank}
-			if c.write(msgReport, &rep, m.grace) == nil {
-				t := time.NewTimer(m.grace)
-				select {
-				case <-m.aborted:
-				case <-t.C:
-				}
-				t.Stop()
+			// Wait for the verdict even when the report cannot be sent:
+			// rank 0 may be the rank that died, and then this rank's own
+			// control reader is about to say so. Naming the neighbour
+			// whose connection dropped first would blame the wrong rank.
+			_ = c.write(msgReport, &rep, m.grace)
+			t := time.NewTimer(m.grace)
+			select {
+			case <-m.aborted:
+			case <-t.C:
 			}
+			t.Stop()
 		}
 		m.applyAbort(local)
 	}

@@ -1,17 +1,13 @@
 package mesh
 
 // Kill simulates a crash of this rank: every connection closes at once,
-// with no goodbye, and this rank's own readers stay quiet.
+// with no goodbye, and this rank's own readers stay quiet. The control
+// connections close first: a crashed rank 0 judges nothing, so no report
+// may reach its (in-process, still running) readers after the data
+// connections drop.
 func (m *Mesh) Kill() {
 	m.closing.Store(true)
 	m.closedOnce.Do(func() { close(m.closed) })
-	m.abortMu.Lock()
-	for _, p := range m.peers {
-		if p != nil {
-			_ = p.conn.Close()
-		}
-	}
-	m.abortMu.Unlock()
 	if m.ctrl != nil {
 		_ = m.ctrl.conn.Close()
 	}
@@ -20,5 +16,12 @@ func (m *Mesh) Kill() {
 			_ = c.conn.Close()
 		}
 	}
+	m.abortMu.Lock()
+	for _, p := range m.peers {
+		if p != nil {
+			_ = p.conn.Close()
+		}
+	}
+	m.abortMu.Unlock()
 	m.bgWG.Wait()
 }
