@@ -10,9 +10,15 @@ while IFS= read -r file; do
   dir=$(dirname "$file")
   for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); do
     echo "fuzz: $dir $target ($FUZZTIME)" >&2
-    if ! (cd "$dir" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" . 2>&1 | tail -n 3); then
+    log=$(mktemp)
+    if (cd "$dir" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" . > "$log" 2>&1); then
+      tail -n 2 "$log"
+    else
+      # The whole output: the failing input, the panic, or the engine's complaint.
+      cat "$log"
       fail=1
     fi
+    rm -f "$log"
   done
 done < <(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' lib tools)
 exit $fail
