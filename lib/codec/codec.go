@@ -164,14 +164,27 @@ func FromFrame(f *wire.Compressed) (Codec, error) {
 }
 
 // Decode decodes any compressed frame into dst (which must hold exactly
-// prod(f.Shape) elements; nil allocates it) and returns dst.
+// prod(f.Shape) elements; nil allocates it) and returns dst. It trusts the
+// frame's shape: for frames from the wire use DecodeLimit.
 func Decode(f *wire.Compressed, dst []float32) ([]float32, error) {
+	return DecodeLimit(f, dst, math.MaxInt64)
+}
+
+// DecodeLimit is Decode for untrusted frames: a sparsifier's frame of a
+// few bytes can name a shape of billions of elements, so the dense output
+// (4 bytes an element) must fit maxBytes — tools pass their --max-payload,
+// the bound of every tensor on the wire — before anything is allocated.
+func DecodeLimit(f *wire.Compressed, dst []float32, maxBytes int64) ([]float32, error) {
 	c, err := FromFrame(f)
 	if err != nil {
 		return nil, err
 	}
 	n, _ := numel(f.Shape)
 	if dst == nil {
+		if n > maxBytes/4 {
+			return nil, &FrameError{Name: f.Name, Algo: f.Algo,
+				Err: fmt.Errorf("shape %v decodes to %d bytes, over the limit of %d (--max-payload)", f.Shape, 4*n, maxBytes)}
+		}
 		dst = tensor.Alloc(int(n))
 	}
 	if int64(len(dst)) != n {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"trainwire.dev/lib/wire"
@@ -891,5 +892,27 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	if got.Len() != 2 || got.Get("a.weight").Slots["e"][1] != 5 || got.Get("b").Slots["u"][0] != -1 {
 		t.Errorf("state did not round-trip: %+v", got.m)
+	}
+}
+
+// A sparse frame of a few bytes may name a huge shape; DecodeLimit refuses
+// to allocate the dense output past its limit, before allocating.
+func TestDecodeLimitForgedShape(t *testing.T) {
+	x := make([]float32, 100)
+	x[7] = 5
+	f, err := mustNew(t, "threshold", Options{Threshold: 1}).Encode(Input{Name: "w", Shape: []int64{100}, Data: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := *f
+	g.Shape = []int64{1 << 31} // 8 GiB of f32, from a frame of a few dozen bytes
+	_, err = DecodeLimit(&g, nil, 1<<20)
+	var fe *FrameError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("forged shape: %v", err)
+	}
+	y, err := DecodeLimit(f, nil, 400)
+	if err != nil || y[7] != 5 {
+		t.Fatalf("within the limit: %v %v", y, err)
 	}
 }

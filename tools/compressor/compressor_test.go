@@ -235,3 +235,20 @@ func TestBinaryPipeline(t *testing.T) {
 	}
 	assert.Contains(t, encErr.String(), "encoded")
 }
+
+func TestDecodeRefusesForgedShape(t *testing.T) {
+	x := make([]float32, 100)
+	x[3] = 9
+	enc, stderr, code := runIn(t, stream(t, dense("w", 0, x)), "encode", "--algo", "threshold", "--threshold", "1")
+	require.Equal(t, 0, code, stderr)
+	cf := frames(t, enc)[0].(*wire.Compressed)
+	cf.Shape = []int64{1 << 31} // 8 GiB dense, over the 4 GiB payload limit
+	var in bytes.Buffer
+	w := wire.NewWriter(&in, "test")
+	require.NoError(t, w.Write(cf))
+	require.NoError(t, w.Close())
+	out, stderr, code := runIn(t, in.Bytes(), "decode")
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "over the limit")
+	assert.Empty(t, out, "no dense frame may be written")
+}

@@ -20,7 +20,7 @@ func (c *DecodeCmd) Run(rio *cli.IO) error {
 		if !ok {
 			return w.Write(f)
 		}
-		x, err := codec.Decode(cf, nil)
+		x, err := codec.DecodeLimit(cf, nil, int64(c.MaxPayload))
 		if err != nil {
 			return err
 		}
