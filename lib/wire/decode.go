@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -357,8 +358,9 @@ func (d *dec) any(depth int) (any, error) {
 	return nil, fmt.Errorf("value is %s, not allowed in a stream", codeName(c))
 }
 
-// skip discards a value of an unknown key, bounded like any (bins are still
-// hashed: the digest covers every bin of a data frame).
+// skip discards a value of an unknown key, bounded like any; strings and
+// bins are streamed past without being allocated (bins of data frames
+// through the digest).
 func (d *dec) skip() error {
 	c, err := d.d.PeekCode()
 	if err != nil {
@@ -375,7 +377,7 @@ func (d *dec) skip() error {
 		_, err = io.CopyN(io.Discard, d.cr, int64(n))
 		return err
 	}
-	if isBin(c) && d.hash == nil {
+	if isBin(c) {
 		n, err := d.d.DecodeBytesLen()
 		if err != nil {
 			return err
@@ -383,7 +385,11 @@ func (d *dec) skip() error {
 		if int64(n) > d.lim.MaxPayload {
 			return fmt.Errorf("payload of %d bytes exceeds the limit %d", n, d.lim.MaxPayload)
 		}
-		_, err = io.CopyN(io.Discard, d.cr, int64(n))
+		var sink io.Writer = io.Discard
+		if d.hash != nil {
+			sink = d.hash // the digest covers every bin of a data frame
+		}
+		_, err = io.CopyN(sink, d.cr, int64(n))
 		return err
 	}
 	_, err = d.any(0)
@@ -429,16 +435,15 @@ func (d *dec) frame(inStream bool, hash *xxh3.Hasher) (string, Frame, error) {
 	if typ != TypeHeader && typ != TypeEnd {
 		d.hash = hash
 	}
-	seen := map[string]bool{}
+	var seen keySet
 	for range n - 2 {
 		k, err := d.str()
 		if err != nil {
 			return typ, nil, fmt.Errorf("key: %w", err)
 		}
-		if seen[k] {
+		if !seen.add(k) {
 			return typ, nil, fieldErr(k, errors.New("key appears twice"))
 		}
-		seen[k] = true
 		known, err := set(d, k)
 		if err != nil {
 			return typ, nil, fieldErr(k, err)
@@ -450,7 +455,7 @@ func (d *dec) frame(inStream bool, hash *xxh3.Hasher) (string, Frame, error) {
 		}
 	}
 	for _, k := range required[typ] {
-		if !seen[k] {
+		if !seen.has(k) {
 			return typ, nil, fieldErr(k, errors.New("missing"))
 		}
 	}
@@ -509,4 +514,38 @@ func newFrame(typ string) (Frame, setter) {
 		return f, f.set
 	}
 	return nil, nil
+}
+
+// keySet remembers a frame's keys without allocating for the dozen a
+// frame normally has, and without going quadratic on a hostile frame with
+// a million unknown keys.
+type keySet struct {
+	small [16]string
+	n     int
+	big   map[string]struct{}
+}
+
+// add records k and reports whether it was new.
+func (s *keySet) add(k string) bool {
+	if s.has(k) {
+		return false
+	}
+	if s.n < len(s.small) {
+		s.small[s.n] = k
+		s.n++
+		return true
+	}
+	if s.big == nil {
+		s.big = make(map[string]struct{})
+	}
+	s.big[k] = struct{}{}
+	return true
+}
+
+func (s *keySet) has(k string) bool {
+	if slices.Contains(s.small[:s.n], k) {
+		return true
+	}
+	_, ok := s.big[k]
+	return ok
 }

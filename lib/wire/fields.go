@@ -159,13 +159,21 @@ func decodePart(d *dec, k string, p *Part) (bool, error) {
 
 func (f *Event) set(d *dec, k string) (bool, error) {
 	var err error
-	ints := map[string]*int64{"rank": &f.Rank, "pid": &f.PID, "tid": &f.TID, "stream": &f.Stream,
-		"ts": &f.TS, "dur": &f.Dur, "corr": &f.Corr}
-	if p, ok := ints[k]; ok {
-		*p, err = d.int()
-		return true, err
-	}
 	switch k {
+	case "rank":
+		f.Rank, err = d.int()
+	case "pid":
+		f.PID, err = d.int()
+	case "tid":
+		f.TID, err = d.int()
+	case "stream":
+		f.Stream, err = d.int()
+	case "ts":
+		f.TS, err = d.int()
+	case "dur":
+		f.Dur, err = d.int()
+	case "corr":
+		f.Corr, err = d.int()
 	case "name":
 		f.Name, err = d.str()
 	case "cat":
@@ -182,13 +190,17 @@ func (f *Event) set(d *dec, k string) (bool, error) {
 
 func (f *Model) set(d *dec, k string) (bool, error) {
 	var err error
-	ints := map[string]*int64{"world": &f.World, "iters": &f.Iters, "iter_ns": &f.IterNS,
-		"forward_ns": &f.ForwardNS, "backward_ns": &f.BackwardNS}
-	if p, ok := ints[k]; ok {
-		*p, err = d.int()
-		return true, err
-	}
 	switch k {
+	case "world":
+		f.World, err = d.int()
+	case "iters":
+		f.Iters, err = d.int()
+	case "iter_ns":
+		f.IterNS, err = d.int()
+	case "forward_ns":
+		f.ForwardNS, err = d.int()
+	case "backward_ns":
+		f.BackwardNS, err = d.int()
 	case "name":
 		f.Name, err = d.str()
 	case "grads":
@@ -298,13 +310,19 @@ func decodeGroups(d *dec) ([][2]int64, error) {
 
 func (f *Chunk) set(d *dec, k string) (bool, error) {
 	var err error
-	ints := map[string]*int64{"iter": &f.Iter, "src_rank": &f.SrcRank, "replica_of": &f.ReplicaOf,
-		"offset": &f.Offset, "len": &f.Len, "total_len": &f.TotalLen}
-	if p, ok := ints[k]; ok {
-		*p, err = d.int()
-		return true, err
-	}
 	switch k {
+	case "iter":
+		f.Iter, err = d.int()
+	case "src_rank":
+		f.SrcRank, err = d.int()
+	case "replica_of":
+		f.ReplicaOf, err = d.int()
+	case "offset":
+		f.Offset, err = d.int()
+	case "len":
+		f.Len, err = d.int()
+	case "total_len":
+		f.TotalLen, err = d.int()
 	case "job":
 		f.Job, err = d.str()
 	case "crc32c":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zeebo/xxh3"
 )
 
 func f32le(vals ...float32) []byte {
@@ -163,7 +165,8 @@ func TestPayloadFlipDetectedByDigest(t *testing.T) {
 	assert.Contains(t, err.Error(), "xxh3")
 }
 
-// frameBytes hand-builds a stream: header, one raw frame, and the end.
+// rawStream hand-builds a stream: header, one raw frame (with no bin
+// values), and an end frame claiming endCount frames.
 func rawStream(t *testing.T, raw []byte, endCount int64) []byte {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, "t")
@@ -171,7 +174,7 @@ func rawStream(t *testing.T, raw []byte, endCount int64) []byte {
 	require.NoError(t, w.Flush())
 	buf.Write(raw)
 	e := encoder{enc: w.enc, bw: w.bw}
-	require.NoError(t, e.frame(&End{Count: endCount}))
+	require.NoError(t, e.frame(&End{Count: endCount, XXH3: xxh3.Hash(nil)}))
 	require.NoError(t, w.bw.Flush())
 	return buf.Bytes()
 }
@@ -334,4 +337,29 @@ func TestDenseF32(t *testing.T) {
 	assert.Equal(t, x, got)
 	_, err = (&Dense{DType: U8}).F32()
 	assert.Error(t, err)
+}
+
+// A frame with a million unknown keys is decoded in linear time, and a
+// repeated key among many is still caught.
+func TestManyUnknownKeys(t *testing.T) {
+	const n = 200_000
+	var raw bytes.Buffer
+	raw.Write([]byte{0xdf, 0, 0, 0, 0}) // map32, length patched below
+	binary.BigEndian.PutUint32(raw.Bytes()[1:], n+2)
+	raw.WriteString("\xa1t\xa5stats\xa1v\x01")
+	for i := range n {
+		k := fmt.Sprintf("k%06d", i)
+		raw.WriteByte(0xa0 | byte(len(k)))
+		raw.WriteString(k)
+		raw.WriteByte(0x01)
+	}
+	out, err := readAll(NewReader(bytes.NewReader(rawStream(t, raw.Bytes(), 1)), Limits{}))
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+
+	dup := bytes.Clone(raw.Bytes())
+	i := bytes.LastIndex(dup, []byte("k199999"))
+	copy(dup[i:], "k000003")
+	_, err = readAll(NewReader(bytes.NewReader(rawStream(t, dup, 1)), Limits{}))
+	require.ErrorContains(t, err, `"k000003": key appears twice`)
 }
