@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -49,39 +50,57 @@ type DumpCmd struct {
 
 // Run prints one JSON object per frame, headers and ends included.
 func (c *DumpCmd) Run(rio *IO) error {
-	files := c.Files
+	enc := json.NewEncoder(rio.Stdout)
+	enc.SetEscapeHTML(false)
+	return EachFrame(c.Files, rio.Stdin, c.Limits(), true, func(f wire.Frame) error {
+		return enc.Encode(c.view(f))
+	})
+}
+
+// EachFrame reads the named streams in order ("-", or no names at all, is
+// stdin) and calls fn for every data frame, and for every header and end
+// too when headers is set. Read errors name the file; the first error
+// stops the walk.
+func EachFrame(files []string, stdin io.Reader, lim wire.Limits, headers bool, fn func(wire.Frame) error) error {
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	enc := json.NewEncoder(rio.Stdout)
-	enc.SetEscapeHTML(false)
 	for _, name := range files {
-		in, closeIn, err := OpenInput(name, rio.Stdin)
+		in, closeIn, err := OpenInput(name, stdin)
 		if err != nil {
 			return err
 		}
-		err = c.dump(wire.NewReader(in, c.Limits()), enc)
-		_ = closeIn()
+		err = eachFrame(wire.NewReader(in, lim), headers, fn)
+		if cerr := closeIn(); err == nil {
+			err = cerr
+		}
 		if err != nil {
-			if name != "-" {
+			var de *wire.DecodeError
+			if name != "-" && (errors.As(err, &de) || errors.Is(err, wire.ErrTruncated)) {
 				err = fmt.Errorf("%s: %w", name, err)
 			}
-			return WithCode(ExitCodeOf(err), err)
+			return err
 		}
 	}
 	return nil
 }
 
-func (c *DumpCmd) dump(r *wire.Reader, enc *json.Encoder) error {
+func eachFrame(r *wire.Reader, headers bool, fn func(wire.Frame) error) error {
 	for {
-		f, err := r.NextFrame()
+		var f wire.Frame
+		var err error
+		if headers {
+			f, err = r.NextFrame()
+		} else {
+			f, err = r.Next()
+		}
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(c.view(f)); err != nil {
+		if err := fn(f); err != nil {
 			return err
 		}
 	}

@@ -189,7 +189,7 @@ func benchCodec(cd codec.Codec, x []float32, shape []int64, warm, iters int) (be
 func (c *BenchCmd) readInput(rio *cli.IO) ([]float32, []int64, error) {
 	var x []float32
 	var shape []int64
-	err := eachFrame([]string{c.Input}, c.Limits(), rio.Stdin, func(f wire.Frame) error {
+	err := cli.EachFrame([]string{c.Input}, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
 		d, ok := f.(*wire.Dense)
 		if !ok || x != nil {
 			return nil
@@ -207,7 +207,7 @@ func (c *BenchCmd) readInput(rio *cli.IO) ([]float32, []int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, exitCode(err)
+		return nil, nil, err
 	}
 	if x == nil {
 		return nil, nil, cli.WithCode(cli.ExitBadInput, fmt.Errorf("bench: %s holds no dense tensor", c.Input))

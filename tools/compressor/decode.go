@@ -15,7 +15,7 @@ type DecodeCmd struct {
 // Run decodes every compressed frame; other frames pass through.
 func (c *DecodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
-	err := eachFrame(c.Files, c.Limits(), rio.Stdin, func(f wire.Frame) error {
+	err := cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
 		cf, ok := f.(*wire.Compressed)
 		if !ok {
 			return w.Write(f)
@@ -29,7 +29,7 @@ func (c *DecodeCmd) Run(rio *cli.IO) error {
 		return w.Write(d)
 	})
 	if err != nil {
-		return exitCode(err)
+		return err
 	}
 	return w.Close()
 }

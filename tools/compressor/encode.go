@@ -43,7 +43,7 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	w.SetMeta(map[string]string{"algo": c.Algo, "memory": c.Memory})
 	var in, out int64
-	err = eachFrame(c.Files, c.Limits(), rio.Stdin, func(f wire.Frame) error {
+	err = cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
 		d, ok := f.(*wire.Dense)
 		if !ok {
 			return w.Write(f)
@@ -66,7 +66,7 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		return w.Write(cf)
 	})
 	if err != nil {
-		return exitCode(err)
+		return err
 	}
 	if err := w.Close(); err != nil {
 		return err
@@ -95,7 +95,7 @@ func (c *EncodeCmd) readState(rio *cli.IO, enc *codec.Encoder) error {
 	defer closeF()
 	st, err := codec.ReadStore(wire.NewReader(f, c.Limits()))
 	if err != nil {
-		return exitCode(fmt.Errorf("--state-in %s: %w", c.StateIn, err))
+		return fmt.Errorf("--state-in %s: %w", c.StateIn, err)
 	}
 	enc.Store = st
 	rio.Log.Debug("state read", "tensors", st.Len())

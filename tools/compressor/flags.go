@@ -1,14 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
-	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
-	"trainwire.dev/lib/wire"
 )
 
 // CodecFlags are the parameters of every codec; each reads the ones
@@ -32,41 +29,6 @@ func (f CodecFlags) Options() codec.Options {
 		Samplings: f.Samplings, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
 }
 
-// eachFrame reads every data frame of the named inputs ("-" or none: stdin).
-func eachFrame(files []string, lim wire.Limits, stdin io.Reader, fn func(wire.Frame) error) error {
-	if len(files) == 0 {
-		files = []string{"-"}
-	}
-	for _, name := range files {
-		in, closeIn, err := cli.OpenInput(name, stdin)
-		if err != nil {
-			return err
-		}
-		r := wire.NewReader(in, lim)
-		for {
-			f, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				_ = closeIn()
-				if name != "-" {
-					err = fmt.Errorf("%s: %w", name, err)
-				}
-				return err
-			}
-			if err := fn(f); err != nil {
-				_ = closeIn()
-				return err
-			}
-		}
-		if err := closeIn(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // writeFileAtomic writes a stream to path through a temporary file and a
 // rename, so a reader never sees half a state file.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
@@ -88,6 +50,3 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-// exitCode keeps the code an error chooses, else 1.
-func exitCode(err error) error { return cli.WithCode(cli.ExitCodeOf(err), err) }

@@ -19,7 +19,7 @@ type SumCmd struct {
 func (c *SumCmd) Run(rio *cli.IO) error {
 	var order []string
 	groups := map[string][]*wire.Compressed{}
-	err := eachFrame(c.Files, c.Limits(), rio.Stdin, func(f wire.Frame) error {
+	err := cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
 		cf, ok := f.(*wire.Compressed)
 		if !ok {
 			return cli.WithCode(cli.ExitBadInput, fmt.Errorf("sum: %s frame, want compressed", f.Type()))
@@ -31,7 +31,7 @@ func (c *SumCmd) Run(rio *cli.IO) error {
 		return nil
 	})
 	if err != nil {
-		return exitCode(err)
+		return err
 	}
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	for _, name := range order {
