@@ -211,13 +211,13 @@ func parseGroups(s string) ([]fusion.Group, error) {
 }
 
 // readPlan reads the first plan frame of a stream.
-func readPlan(path string) ([]fusion.Group, error) {
+func readPlan(path string, lim wire.Limits) ([]fusion.Group, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	r := wire.NewReader(f, wire.Limits{})
+	r := wire.NewReader(f, lim)
 	for {
 		fr, err := r.Next()
 		if err == io.EOF {

@@ -103,7 +103,7 @@ func (c *EvalCmd) groups() ([]fusion.Group, error) {
 	case c.Groups != "":
 		return parseGroups(c.Groups)
 	case c.Plan != "":
-		return readPlan(c.Plan)
+		return readPlan(c.Plan, c.Limits())
 	}
 	return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("give --plan FILE or --groups RANGES"))
 }

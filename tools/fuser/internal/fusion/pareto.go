@@ -62,8 +62,15 @@ func Pareto(p *Problem) ([]Group, float64, Stats) {
 	return paretoFrontier(p)
 }
 
-// paretoFrontier is Pareto for any cost shape.
+// paretoFrontier is Pareto for any cost shape, in two passes. The first
+// finds the optimal time with plain dominance (a small frontier). The
+// second finds the plan the tie-break prefers among the optimal ones: it
+// must keep dominated states whose prefix is preferred (they can still
+// tie), which would blow the frontier up many times, so it keeps only
+// states from which the optimum is still reachable (see reach).
 func paretoFrontier(p *Problem) ([]Group, float64, Stats) {
+	opt := plainOptimum(p)
+	r := newReach(p, opt-p.A+relTol*math.Abs(opt))
 	n := p.N()
 	front := make([][]cand, n+1)
 	front[0] = []cand{{}}
@@ -106,7 +113,9 @@ func paretoFrontier(p *Problem) ([]Group, float64, Stats) {
 		}
 		for x, s := range states {
 			for i := k; i < n; i++ {
-				front[i+1] = append(front[i+1], cand{s: p.next(s, k, i), parent: kept[x], first: k})
+				if ns := p.next(s, k, i); r.ok(i+1, ns) {
+					front[i+1] = append(front[i+1], cand{s: ns, parent: kept[x], first: k})
+				}
 			}
 		}
 	}
@@ -223,4 +232,85 @@ func (d *dominance) add(e float64, nd *node) {
 	for i := y + 1; i < len(d.fen); i += i & -i {
 		d.fen[i] = math.Min(d.fen[i], e)
 	}
+}
+
+// plainOptimum is the optimal iteration time, by the Pareto frontier of
+// (compute end, comm end) with plain dominance.
+func plainOptimum(p *Problem) float64 {
+	n := p.N()
+	front := make([][]state, n+1)
+	front[0] = []state{{}}
+	for k := 0; k < n; k++ {
+		kept := frontierOf(front[k])
+		front[k] = nil
+		for _, s := range kept {
+			for i := k; i < n; i++ {
+				front[i+1] = append(front[i+1], p.next(s, k, i))
+			}
+		}
+	}
+	best := math.Inf(1)
+	for _, s := range front[n] {
+		best = math.Min(best, s.e)
+	}
+	return p.A + best
+}
+
+// frontierOf sorts states by compute end and keeps those with a strictly
+// smaller comm end than every state before them.
+func frontierOf(cs []state) []state {
+	slices.SortFunc(cs, func(a, b state) int {
+		if c := cmp.Compare(a.c, b.c); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.e, b.e)
+	})
+	kept := cs[:0]
+	for _, s := range cs {
+		if len(kept) == 0 || s.e < kept[len(kept)-1].e {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// reach answers exactly whether a state (c, e) after tensors 0..k−1 can
+// still finish with a comm end within bound. Any grouping of tensors
+// k..N−1 ends its comm stream at max(e + G, c + M), where for a first
+// group of compute a = B + h and comm g followed by the rest (M', G'):
+// G = g + G' and M = a + max(g + G', M'). So per k the Pareto-minimal
+// (M, G) pairs decide it: some pair has c + M <= bound and e + G <= bound.
+type reach struct {
+	bound float64
+	mg    [][]state // per k: (M, G) pairs stored as (c, e), sorted by M
+}
+
+func newReach(p *Problem, bound float64) *reach {
+	n := p.N()
+	r := &reach{bound: bound, mg: make([][]state, n+1)}
+	r.mg[n] = []state{{c: math.Inf(-1), e: 0}}
+	for k := n - 1; k >= 0; k-- {
+		var cs []state
+		for i := k; i < n; i++ {
+			a := p.Bsum(k, i) + p.h(k, i)
+			g := p.g(k, i)
+			for _, rest := range r.mg[i+1] {
+				cs = append(cs, state{c: a + math.Max(g+rest.e, rest.c), e: g + rest.e})
+			}
+		}
+		r.mg[k] = slices.Clone(frontierOf(cs))
+	}
+	return r
+}
+
+// ok reports whether s, after tensors 0..k−1, can still meet the bound
+// (with a rounding margin: pruning a reachable state would lose the plan).
+func (r *reach) ok(k int, s state) bool {
+	b := r.bound + 1e-12*math.Max(1, math.Abs(r.bound))
+	for _, x := range r.mg[k] {
+		if s.c+x.c <= b && s.e+x.e <= b {
+			return true
+		}
+	}
+	return false
 }
