@@ -223,7 +223,7 @@ func (d *dec) bin() ([]byte, error) {
 		b = make([]byte, 0, eagerAlloc)
 		for len(b) < n {
 			step := min(n-len(b), max(len(b), eagerAlloc))
-			b = append(b, make([]byte, step)...)[:len(b)+step]
+			b = slices.Grow(b, step)[:len(b)+step]
 			if err := d.d.ReadFull(b[len(b)-step:]); err != nil {
 				return nil, err
 			}

@@ -363,3 +363,16 @@ func TestManyUnknownKeys(t *testing.T) {
 	_, err = readAll(NewReader(bytes.NewReader(rawStream(t, dup, 1)), Limits{}))
 	require.ErrorContains(t, err, `"k000003": key appears twice`)
 }
+
+// A payload larger than the eager allocation grows as it arrives and
+// still round-trips bit for bit.
+func TestLargePayloadGrows(t *testing.T) {
+	data := make([]byte, eagerAlloc+eagerAlloc/2+3)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b := encodeStream(t, &Dense{Name: "big", Rank: -1, DType: U8, Shape: []int64{int64(len(data))}, Data: data})
+	out, err := readAll(NewReader(bytes.NewReader(b), Limits{}))
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, out[0].(*Dense).Data))
+}
