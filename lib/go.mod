@@ -9,11 +9,14 @@ require (
 	github.com/zeebo/xxh3 v1.1.0
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.17.0
+	gorgonia.org/cu v0.9.6
 	pgregory.net/rapid v1.3.0
 )
 
 require (
+	github.com/google/uuid v1.1.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

@@ -2,7 +2,11 @@
 // the time of a communication or a compression as a function of its size,
 // linear (α + β·x) or piecewise ("constant below a threshold, then
 // linear", as GPU kernels behave), fitted by least squares from measured
-// samples.
+// samples; α-β models of the collectives (allreduce, reduce-scatter,
+// allgather, broadcast, reduce, alltoall, gather), flat or split into
+// intra- and inter-machine phases, from a cluster description
+// (collective.go); host-device copies; and codec encode/decode time
+// models fitted from `compressor bench` samples (codec.go).
 package costmodel
 
 import (

@@ -13,6 +13,7 @@ import (
 type EncodeCmd struct {
 	cli.WireFlags
 	CodecFlags
+	DeviceFlags
 	Algo     string   `help:"Algorithm (see compressor list)." required:"" env:"TRAINWIRE_COMPRESSOR_ALGO"`
 	Memory   string   `help:"Error feedback: none, residual, dgc, efsignsgd or powersgd." enum:"none,residual,dgc,efsignsgd,powersgd" default:"none" env:"TRAINWIRE_COMPRESSOR_MEMORY"`
 	Beta     float64  `help:"residual: p = β·e + γ·g, β." default:"1"`
@@ -26,15 +27,11 @@ type EncodeCmd struct {
 
 // Run compresses every dense frame of the input; other frames pass through.
 func (c *EncodeCmd) Run(rio *cli.IO) error {
-	cd, err := codec.New(c.Algo, c.Options())
+	enc, err := c.newEncoder(rio)
 	if err != nil {
-		return cli.WithCode(cli.ExitUsage, err)
+		return err
 	}
-	mem, err := codec.NewMemory(c.Memory, codec.MemoryOptions{Beta: c.Beta, Gamma: c.Gamma, Momentum: c.DGCMom, LR: c.LR})
-	if err != nil {
-		return cli.WithCode(cli.ExitUsage, err)
-	}
-	enc := &codec.Encoder{Codec: cd, Memory: mem, Store: codec.NewStore()}
+	defer enc.Close()
 	if c.StateIn != "" {
 		if err := c.readState(rio, enc); err != nil {
 			return err
@@ -55,7 +52,7 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		if err != nil {
 			return cli.WithCode(cli.ExitBadInput, err)
 		}
-		cf, _, err := enc.Encode(codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x})
+		cf, err := enc.Encode(codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x})
 		if err != nil {
 			return err
 		}
@@ -72,13 +69,17 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	if in > 0 {
-		rio.Log.Info("encoded", "algo", c.Algo, "memory", c.Memory, "frames", w.Count(), "bytes_in", in, "bytes_out", out, "ratio", float64(out)/float64(in))
+		rio.Log.Info("encoded", "algo", c.Algo, "memory", c.Memory, "device", c.Device, "frames", w.Count(), "bytes_in", in, "bytes_out", out, "ratio", float64(out)/float64(in))
 	}
 	if c.StateOut != "" {
+		st, err := enc.Store()
+		if err != nil {
+			return err
+		}
 		return writeFileAtomic(c.StateOut, func(f io.Writer) error {
 			sw := wire.NewWriter(f, rio.Tool+"/"+cli.Version)
 			sw.SetMeta(map[string]string{"kind": "compressor-state", "algo": c.Algo, "memory": c.Memory})
-			if err := enc.Store.WriteTo(sw); err != nil {
+			if err := st.WriteTo(sw); err != nil {
 				return err
 			}
 			return sw.Close()
@@ -87,7 +88,7 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 	return nil
 }
 
-func (c *EncodeCmd) readState(rio *cli.IO, enc *codec.Encoder) error {
+func (c *EncodeCmd) readState(rio *cli.IO, enc frameEncoder) error {
 	f, closeF, err := cli.OpenInput(c.StateIn, rio.Stdin)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func (c *EncodeCmd) readState(rio *cli.IO, enc *codec.Encoder) error {
 	if err != nil {
 		return fmt.Errorf("--state-in %s: %w", c.StateIn, err)
 	}
-	enc.Store = st
+	enc.SetStore(st)
 	rio.Log.Debug("state read", "tensors", st.Len())
 	return nil
 }

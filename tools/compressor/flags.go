@@ -23,6 +23,11 @@ type CodecFlags struct {
 	Workers   int     `help:"Goroutines for the parallel kernels (0: GOMAXPROCS); results do not depend on it." default:"0" env:"TRAINWIRE_COMPRESSOR_WORKERS"`
 }
 
+// DeviceFlags choose where encode runs its codec.
+type DeviceFlags struct {
+	Device string `help:"Where the codec runs: cpu, gpu (the first GPU) or gpu:N. gpu needs a binary built with -tags cuda (bin/compressor-cuda) and one of the GPU codecs (bf16, efsignsgd, fp16, mstopk, onebit, qsgd, signsgd, terngrad, topk) with memory none, residual or efsignsgd; the frames are byte-identical to cpu's." default:"cpu" env:"TRAINWIRE_COMPRESSOR_DEVICE"`
+}
+
 // Options returns the codec options the flags ask for.
 func (f CodecFlags) Options() codec.Options {
 	return codec.Options{Ratio: f.Ratio, K: f.K, Seed: f.Seed, Levels: f.Levels, Threshold: f.Threshold,

@@ -9,13 +9,16 @@ require (
 
 require (
 	github.com/alecthomas/kong v1.17.0 // indirect
+	github.com/google/uuid v1.1.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
+	gorgonia.org/cu v0.9.6 // indirect
 )
 
 replace trainwire.dev/lib => ../../lib

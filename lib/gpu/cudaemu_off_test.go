@@ -1,0 +1,7 @@
+//go:build !cudaemu
+
+package gpu
+
+import "testing"
+
+func cudaEmuDevice(t *testing.T) *Device { return nil }

@@ -1,0 +1,10 @@
+//go:build !cuda
+
+package gpu
+
+// Built reports whether this binary was built with CUDA support
+// (-tags cuda).
+const Built = false
+
+// Open returns ErrNoCUDA: this binary was built without -tags cuda.
+func Open(ordinal int) (*Device, error) { return nil, ErrNoCUDA }
