@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -355,7 +357,7 @@ func TestHalfGolden(t *testing.T) {
 
 func TestRandomIndicesGolden(t *testing.T) {
 	// Pins the generator: a change here changes every randomk frame.
-	got := RandomIndices(100, 5, streamKey(0, 0, "w", purposeIndices))
+	got := RandomIndices(100, 5, rng.Key(0, 0, "w", rng.PurposeIndices))
 	want := goldenRandomIndices
 	if !slices.Equal(got, want) {
 		t.Errorf("RandomIndices = %v, want %v", got, want)

@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"fmt"
 	"math"
 
@@ -38,7 +40,7 @@ func (c *dgc) Encode(in Input) (*wire.Compressed, error) {
 		return nil, err
 	}
 	k := int(KFor(int64(len(in.Data)), c.ratio, c.k))
-	idx, _ := DGCSelect(in.Data, k, streamKey(c.seed, in.Step, in.Name, purposeSample), c.workers)
+	idx, _ := DGCSelect(in.Data, k, rng.Key(c.seed, in.Step, in.Name, rng.PurposeSample), c.workers)
 	return sparseFrame(c, in, idx), nil
 }
 
@@ -53,8 +55,8 @@ func DGCSelect(x []float32, k int, key uint64, nworkers int) ([]uint32, float32)
 	if d <= 1<<20 {
 		stride = 100
 	}
-	s := seq{key: key}
-	start := int(s.below(uint64(stride)))
+	s := rng.Seq{Key: key}
+	start := int(s.Below(uint64(stride)))
 	sample := make([]float32, 0, d/stride+1)
 	for i := start; i < d; i += stride {
 		sample = append(sample, x[i])

@@ -128,7 +128,7 @@ func (s *wyrand) next() uint64 {
 // multiple of blockLen) into codes: t = uint32(|x|·sc24) is the level in
 // 8.24 fixed point (sc24 = s/‖x‖·2^24, clamped to s·2^24); the level is
 // t>>24, rounded up when the 24-bit uniform u < t & 0xffffff. The uniforms
-// come two per 64-bit output of a wyrand seeded with draw(key, block).
+// come two per 64-bit output of a wyrand seeded with rng.Draw(key, block).
 func qsgdBlock(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64) {
 	g := wyrand(seed)
 	n := len(x)

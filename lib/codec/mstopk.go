@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"math"
 )
 
@@ -100,8 +102,8 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	}
 	st.K1, st.Band = len(i1), len(i2)
 	need := k - len(i1)
-	s := seq{key: key}
-	start := int(s.below(uint64(len(i2)-need) + 1))
+	s := rng.Seq{Key: key}
+	start := int(s.Below(uint64(len(i2)-need) + 1))
 	out := make([]uint32, k)
 	mergeAsc(out, i1, i2[start:start+need])
 	return out, st
@@ -174,8 +176,8 @@ func mstopkRef(x []float32, k, N int, key uint64) []uint32 {
 		}
 	}
 	need := k - len(i1)
-	s := seq{key: key}
-	start := int(s.below(uint64(len(i2)-need) + 1))
+	s := rng.Seq{Key: key}
+	start := int(s.Below(uint64(len(i2)-need) + 1))
 	out := append(append([]uint32{}, i1...), i2[start:start+need]...)
 	sortU32(out)
 	return out

@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"fmt"
 	"math"
 
@@ -67,7 +69,7 @@ func (c *powersgd) Encode(in Input) (*wire.Compressed, error) {
 		q = st.Slots["q"]
 	} else {
 		q = st.Slot("q", m*r)
-		s := seq{key: streamKey(c.seed, 0, in.Name, purposePowerSGD)}
+		s := rng.Seq{Key: rng.Key(c.seed, 0, in.Name, rng.PurposePowerSGD)}
 		for i := range q {
 			q[i] = float32(normal(&s))
 		}
@@ -140,9 +142,9 @@ func orthonormalize(a []float64, n, r int) {
 }
 
 // normal draws a standard normal (Box–Muller on two 53-bit uniforms).
-func normal(s *seq) float64 {
-	u1 := (float64(s.next()>>11) + 1) / (1 << 53)
-	u2 := float64(s.next()>>11) / (1 << 53)
+func normal(s *rng.Seq) float64 {
+	u1 := (float64(s.Next()>>11) + 1) / (1 << 53)
+	u2 := float64(s.Next()>>11) / (1 << 53)
 	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
 }
 

@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -236,7 +238,7 @@ func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 	}
 	s := math.Float32frombits(m)
 	b := allocBytes(2 * nb)
-	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	if s > 0 {
 		inv := 1 / float64(s)
 		cs := chunks(n, workers(c.workers, n), 8)
@@ -244,7 +246,7 @@ func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 			for i := lo; i < hi; i++ {
 				v := x[i]
 				p := float32(math.Abs(float64(v)) * inv)
-				if unit24(draw(key, uint64(i))) < p {
+				if rng.Unit24(rng.Draw(key, uint64(i))) < p {
 					if v > 0 {
 						b[i/8] |= 0x80 >> (i % 8)
 					} else {
@@ -318,7 +320,7 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	}
 	norm := float32(math.Sqrt(ss))
 	codes := allocBytes(n)
-	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	if norm > 0 {
 		sc24 := float32(float64(c.levels) / float64(norm) * (1 << 24))
 		maxT := uint32(c.levels) << 24
@@ -327,7 +329,7 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 		parallel(bcs, func(_ int, lo, hi int) {
 			for k := lo; k < hi; k++ {
 				e := min((k+1)*blockLen, n)
-				qsgdBlock(codes[k*blockLen:e], x[k*blockLen:e], sc24, maxT, draw(key, uint64(k)))
+				qsgdBlock(codes[k*blockLen:e], x[k*blockLen:e], sc24, maxT, rng.Draw(key, uint64(k)))
 			}
 		})
 	}
@@ -441,11 +443,11 @@ func (c *natural) Encode(in Input) (*wire.Compressed, error) {
 	}
 	x := in.Data
 	codes := allocBytes(len(x))
-	key := streamKey(c.seed, in.Step, in.Name, purposeRound)
+	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	cs := chunks(len(x), workers(c.workers, len(x)), 64)
 	parallel(cs, func(_ int, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			codes[i] = naturalCode(x[i], draw(key, uint64(i)))
+			codes[i] = naturalCode(x[i], rng.Draw(key, uint64(i)))
 		}
 	})
 	return frame(c, in, part("codes", wire.U8, codes, int64(len(x)))), nil
@@ -462,7 +464,7 @@ func naturalCode(v float32, r uint64) byte {
 	if mag>>23 == 0 || exp < -99 {
 		// Below 2^-99: 2^-99 with probability |x|/2^-99, else 0.
 		p := float64(math.Float32frombits(mag)) * math.Ldexp(1, 99)
-		if float64(unit24(r)) < p {
+		if float64(rng.Unit24(r)) < p {
 			return sign | 1
 		}
 		return 0

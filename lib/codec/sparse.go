@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"fmt"
 	"math"
 
@@ -128,7 +130,7 @@ func (c *mstopk) Encode(in Input) (*wire.Compressed, error) {
 		return nil, err
 	}
 	k := KFor(int64(len(in.Data)), c.ratio, c.k)
-	key := streamKey(c.seed, in.Step, in.Name, purposeWindow)
+	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeWindow)
 	idx, _ := MSTopK(in.Data, int(k), int(c.n), key, c.workers)
 	return sparseFrame(c, in, idx), nil
 }
@@ -213,7 +215,7 @@ func (c *randomk) Encode(in Input) (*wire.Compressed, error) {
 	}
 	d := int64(len(in.Data))
 	k := KFor(d, c.ratio, c.k)
-	idx := RandomIndices(d, k, streamKey(c.seed, in.Step, in.Name, purposeIndices))
+	idx := RandomIndices(d, k, rng.Key(c.seed, in.Step, in.Name, rng.PurposeIndices))
 	vals := make([]float32, k)
 	for j, i := range idx {
 		vals[j] = in.Data[i]
@@ -227,7 +229,7 @@ func (c *randomk) decode(f *wire.Compressed, dst []float32) error {
 	clear(dst)
 	d := int64(len(dst))
 	vals := f32s(f.Parts[0].Data)
-	idx := RandomIndices(d, int64(len(vals)), streamKey(c.seed, f.Step, f.Name, purposeIndices))
+	idx := RandomIndices(d, int64(len(vals)), rng.Key(c.seed, f.Step, f.Name, rng.PurposeIndices))
 	scale := float32(1)
 	if c.unbiased && len(vals) > 0 {
 		scale = float32(float64(d) / float64(len(vals)))
@@ -251,9 +253,9 @@ func RandomIndices(d, k int64, key uint64) []uint32 {
 		return out
 	}
 	set := make([]uint64, (d+63)/64)
-	s := seq{key: key}
+	s := rng.Seq{Key: key}
 	for j := d - k; j < d; j++ {
-		t := int64(s.below(uint64(j + 1)))
+		t := int64(s.Below(uint64(j + 1)))
 		if set[t/64]&(1<<(t%64)) != 0 {
 			t = j
 		}

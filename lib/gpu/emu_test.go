@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"fmt"
 	"math"
 	"math/bits"
@@ -319,7 +321,7 @@ var emuKernels = map[string]kernelFn{
 				}
 				v := x[i]
 				p := float32(math.Abs(float64(v)) * inv)
-				if unit24(draw(key, i)) < p {
+				if unit24(rng.Draw(key, i)) < p {
 					if v > 0 {
 						p1 |= 0x80 >> j
 					} else {
@@ -349,7 +351,7 @@ var emuKernels = map[string]kernelFn{
 			}
 			blk := i / rblock
 			j := (i - blk*rblock) / 2
-			s := draw(key, blk) + (j+1)*0xa0761d6478bd642f
+			s := rng.Draw(key, blk) + (j+1)*0xa0761d6478bd642f
 			hi, lo := bits.Mul64(s, s^0xe7037ed1a0b428db)
 			r := hi ^ lo
 			codes[i] = one(x[i], uint32(r>>40))

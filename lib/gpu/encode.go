@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"trainwire.dev/lib/rng"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -335,7 +337,7 @@ func (e *Encoder) encode(src dptr, n int64, in codec.Input, sent dptr) ([]wire.P
 		}
 		s := math.Float32frombits(m)
 		if s > 0 {
-			key := streamKey(e.opts.Seed, in.Step, in.Name, purposeRound)
+			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
 			if err := d.launch("tw_terngrad", nb, blockThreads, src, bits, uint64(n), uint64(nb), key, 1/float64(s)); err != nil {
 				return nil, err
 			}
@@ -372,7 +374,7 @@ func (e *Encoder) encode(src dptr, n int64, in codec.Input, sent dptr) ([]wire.P
 		if norm > 0 {
 			sc24 := float32(float64(levels) / float64(norm) * (1 << 24))
 			maxT := uint32(levels) << 24
-			key := streamKey(e.opts.Seed, in.Step, in.Name, purposeRound)
+			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
 			if err := d.launch("tw_qsgd", (n+1)/2, blockThreads, src, codes, uint64(n),
 				uint64(math.Float32bits(sc24)), uint64(maxT), key); err != nil {
 				return nil, err
@@ -436,7 +438,7 @@ func (e *Encoder) encode(src dptr, n int64, in codec.Input, sent dptr) ([]wire.P
 		if e.algo == "topk" {
 			err = d.topK(src, n, k, vals, idx)
 		} else {
-			key := streamKey(e.opts.Seed, in.Step, in.Name, purposeWindow)
+			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeWindow)
 			_, err = d.msTopK(src, n, k, int(e.ref.Params()["samplings"].(int64)), key, vals, idx)
 		}
 		if err != nil {
