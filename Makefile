@@ -13,7 +13,8 @@ FUZZTIME ?= 60s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
-.PHONY: all deps build test test-go test-python fuzz fuzz-short bench demo lint race clean
+.PHONY: all deps build test test-go test-python fuzz fuzz-short bench demo lint race clean \
+	deps-cuda cuda cuda-test-bins ptx test-cudaemu
 
 all: build
 
@@ -53,6 +54,7 @@ bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
 	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
 	bash bench/compressor/run.sh
+	bash bench/compressor/plan.sh
 
 ## demo: the main job on its embedded default
 demo: deps build
@@ -62,6 +64,30 @@ demo: deps build
 lint:
 	@test -z "$$(gofmt -l lib tools)" || { gofmt -l lib tools; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
+
+## deps-cuda: CUDA 11.8 toolkit, headers and link stub from Debian non-free (large; not part of `make test`)
+deps-cuda:
+	bash scripts/deps-cuda.sh
+
+CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
+
+## cuda: the CUDA builds of the GPU tools (bin/compressor-cuda); docs/gpu.md
+cuda: deps-cuda
+	@mkdir -p $(BIN)
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/compressor-cuda trainwire.dev/tools/compressor
+	cd lib && CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) vet -tags cuda ./gpu/
+
+## cuda-test-bins: what bench/gpu/run.sh needs on a GPU machine (which has no Go), into out/gpu/
+cuda-test-bins: deps-cuda
+	bash bench/gpu/build.sh
+
+## ptx: regenerate lib/gpu/kernels/*.ptx from the CUDA C (needs nvcc)
+ptx: deps-cuda
+	cd lib && $(GO) generate ./gpu/
+
+## test-cudaemu: lib/gpu's CUDA C run on the CPU (g++, one fiber per CUDA thread; ~3 min)
+test-cudaemu:
+	cd lib && $(GO) test -tags cudaemu -run CUDAEmu ./gpu/
 
 clean:
 	rm -rf $(BIN) out
