@@ -12,6 +12,11 @@ type CLI struct {
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
 	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Ingest  IngestCmd      `cmd:"" help:"Stream traces of every vintage into normalized event frames."`
+	Summary SummaryCmd     `cmd:"" help:"HTA-grade analyses: temporal breakdown, overlap, idle split, kernels, launches, collectives, stragglers, memory."`
+	Model   ModelCmd       `cmd:"" help:"Write the timing model the planners read (from traces, or --builtin)."`
+	Plot    PlotCmd        `cmd:"" help:"Draw a Gantt timeline per rank and lane (PNG or SVG)."`
+	Convert ConvertCmd     `cmd:"" help:"Convert traces to a Perfetto-loadable trace."`
 }
 
 var tool = cli.Tool{

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/profiler/internal/classify"
+	"trainwire.dev/tools/profiler/internal/trace"
+)
+
+// IngestCmd streams traces into normalized event frames.
+type IngestCmd struct {
+	TraceFlags
+	Out   string `short:"o" help:"Output stream of event frames; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Count bool   `help:"Write no frames: count the events by format, phase and class and report them on stderr (the parse path alone, as bench/profiler measures it)." env:"TRAINWIRE_PROFILER_COUNT"`
+}
+
+// Help is the verb's long help.
+func (IngestCmd) Help() string {
+	return `Reads Kineto traces of every vintage, legacy autograd-profiler arrays, Horovod
+timelines (terminated or not) and BytePS comm traces, one event at a time, and
+writes one event frame per event: times in int64 ns (absolute when the trace
+says where its clock starts), the event's class in args.class, string pids and
+tids in args.pid_name / args.tid_name. Horovod B/E pairs become complete events.
+Memory stays flat whatever the file size. A stats frame per file ("ingest")
+closes its events: format, rank, events, skipped (by reason).
+
+Exit codes: 0 ok, 1 I/O error, 2 malformed or truncated JSON (the message
+names the file and byte offset), 80 usage.`
+}
+
+// Run ingests.
+func (c *IngestCmd) Run(rio *cli.IO) error {
+	cl, err := c.classifier()
+	if err != nil {
+		return err
+	}
+	files, err := c.files()
+	if err != nil {
+		return err
+	}
+	var w *wire.Writer
+	if !c.Count {
+		out, closeOut, err := createOutput(c.Out, rio.Stdout)
+		if err != nil {
+			return err
+		}
+		defer closeOut()
+		w = wire.NewWriter(out, "profiler/"+cli.Version)
+		defer w.Close()
+	}
+	counts := map[countKey]int64{}
+	start := time.Now()
+	var bytes int64
+	for _, f := range files {
+		n, err := c.ingestFile(rio, f, cl, w, counts)
+		bytes += n
+		if err != nil {
+			return badTrace(err)
+		}
+		if err := rio.Ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if w != nil {
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	if c.Count {
+		el := time.Since(start).Seconds()
+		keys := make([]countKey, 0, len(counts))
+		var total int64
+		for k, v := range counts {
+			keys = append(keys, k)
+			total += v
+		}
+		sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+		fmt.Fprintf(rio.Stderr, "%-10s %-6s %-12s %12s\n", "format", "phase", "class", "events")
+		for _, k := range keys {
+			fmt.Fprintf(rio.Stderr, "%-10s %-6c %-12s %12d\n", k.format, k.ph, k.class, counts[k])
+		}
+		fmt.Fprintf(rio.Stderr, "%d events, %d bytes in %.3f s (%.1f MB/s)\n", total, bytes, el, float64(bytes)/1e6/max(el, 1e-9))
+	}
+	return nil
+}
+
+// ingestFile streams one file; it returns the bytes of JSON read.
+// countKey groups events in --count mode.
+type countKey struct {
+	format trace.Format
+	ph     byte
+	class  classify.Class
+}
+
+func (c *IngestCmd) ingestFile(rio *cli.IO, name string, cl *classify.Classifier, w *wire.Writer, counts map[countKey]int64) (int64, error) {
+	in, closeIn, err := trace.Open(name, rio.Stdin)
+	if err != nil {
+		return 0, err
+	}
+	defer closeIn()
+	base, tailRank := int64(-1), int64(-1)
+	if name != "-" {
+		base, tailRank = trace.Tail(name)
+	}
+	tr := trace.NewReader(in, trace.Options{KeepArgs: w != nil, MaxToken: int(c.MaxToken), Workers: c.Workers})
+	defer tr.Close()
+	info := tr.Info()
+	rank, shift, decided := int64(-1), int64(0), false
+	decide := func() {
+		decided = true
+		switch {
+		case c.Rank >= 0:
+			rank = c.Rank
+		case info.Rank >= 0:
+			rank = info.Rank
+		case tailRank >= 0:
+			rank = tailRank
+		default:
+			rank = trace.RankFromName(name)
+		}
+		switch {
+		case info.BaseNS != 0:
+			shift = info.BaseNS
+		case base > 0:
+			shift = base
+		}
+	}
+	var fr wire.Event
+	var local [256][classify.NClasses]int64 // --count: per phase and class
+	defer func() {
+		for ph := range local {
+			for cl, n := range local[ph] {
+				if n > 0 {
+					counts[countKey{info.Format, byte(ph), classify.Class(cl)}] += n
+				}
+			}
+		}
+	}()
+	for {
+		ev, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return tr.Offset(), fmt.Errorf("%s: %w", name, err)
+		}
+		if !decided {
+			decide()
+		}
+		class := cl.Classify(ev.Name, ev.Cat, ev.Ph)
+		if w == nil {
+			local[ev.Ph][class]++
+			continue
+		}
+		fr = wire.Event{Name: ev.Name, Cat: ev.Cat, Ph: string(rune(ev.Ph)), Rank: rank, PID: ev.PID, TID: ev.TID,
+			Stream: ev.Stream, TS: ev.TS + shift, Dur: ev.Dur, Corr: ev.Corr}
+		if ev.Ph == 'M' {
+			fr.TS = 0
+		}
+		args := make(map[string]any, len(ev.Args)+3)
+		for _, a := range ev.Args {
+			if a.IsNum {
+				args[a.Key] = a.Num
+			} else {
+				args[a.Key] = a.Str
+			}
+		}
+		args["class"] = class.String()
+		if ev.PIDName != "" {
+			args["pid_name"] = ev.PIDName
+		}
+		if ev.TIDName != "" {
+			args["tid_name"] = ev.TIDName
+		}
+		if ev.Cat == "horovod_tick" {
+			args["rank"] = ev.Label
+		}
+		fr.Args = args
+		if err := w.Write(&fr); err != nil {
+			return tr.Offset(), err
+		}
+	}
+	if !decided {
+		decide()
+	}
+	if info.BaseLate && shift == 0 {
+		rio.Log.Warn("baseTimeNanoseconds comes after the events in a compressed or piped trace: times are relative to it", "file", name)
+	}
+	if w != nil {
+		vals := map[string]float64{"events": float64(info.Events), "skipped": float64(info.SkippedTotal()),
+			"bytes": float64(tr.Offset()), "base_ns": float64(shift)}
+		for k, v := range info.Skipped {
+			vals["skipped."+k] = float64(v)
+		}
+		labels := map[string]string{"file": name, "format": string(info.Format)}
+		if info.Unterminated {
+			labels["unterminated"] = "true"
+		}
+		if err := w.Write(&wire.Stats{Tool: "profiler", Name: "ingest", Rank: rank, Values: vals, Labels: labels}); err != nil {
+			return tr.Offset(), err
+		}
+	} else if n := info.SkippedTotal(); n > 0 {
+		rio.Log.Info("skipped events", "file", name, "count", n, "reasons", info.Skipped)
+	}
+	if info.Unterminated {
+		rio.Log.Warn("trace array has no closing bracket; read up to the last complete event", "file", name)
+	}
+	return tr.Offset(), nil
+}
+
+// createOutput opens an output file; "-" is stdout.
+func createOutput(name string, stdout io.Writer) (io.Writer, func() error, error) {
+	if name == "-" || name == "" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
+}

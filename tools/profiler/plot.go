@@ -1,0 +1,347 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/tools/profiler/internal/analysis"
+	"trainwire.dev/tools/profiler/internal/classify"
+)
+
+// PlotCmd draws a Gantt timeline.
+type PlotCmd struct {
+	TraceFlags
+	Out      string  `short:"o" help:"Output picture: .png or .svg (also .pdf)." required:"" env:"TRAINWIRE_PROFILER_PLOT_OUT"`
+	FromMS   float64 `name:"from-ms" help:"Start of the window, ms after the first event (default: the start)." default:"0" env:"TRAINWIRE_PROFILER_FROM_MS"`
+	ToMS     float64 `name:"to-ms" help:"End of the window, ms after the first event (0: the end)." default:"0" env:"TRAINWIRE_PROFILER_TO_MS"`
+	WidthCM  float64 `name:"width-cm" help:"Picture width in cm." default:"32" env:"TRAINWIRE_PROFILER_WIDTH_CM"`
+	MaxLanes int     `help:"Most lanes drawn per rank (the busiest)." default:"8" env:"TRAINWIRE_PROFILER_MAX_LANES"`
+	Title    string  `help:"Title (default: the files)." env:"TRAINWIRE_PROFILER_TITLE"`
+}
+
+// Help is the verb's long help.
+func (PlotCmd) Help() string {
+	return `One row per rank and lane (GPU stream, or CPU thread / Horovod tensor / BytePS
+partition in traces without device events), plus a row of iterations per rank.
+Compute, communication, memory copies and sync have distinct colours; idle time is
+the grey track between them. Times are ms after the first event; ranks with
+relative clocks (legacy traces) each start at their own zero.
+
+Exit codes: 0 ok, 1 error, 2 malformed trace, 80 usage.`
+}
+
+var classColor = map[classify.Class]color.RGBA{
+	classify.Compute: {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // blue
+	classify.Comm:    {R: 0xe6, G: 0x55, B: 0x0d, A: 0xff}, // orange
+	classify.Memory:  {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
+	classify.Sync:    {R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // purple
+}
+
+var (
+	idleColor = color.RGBA{R: 0xe4, G: 0xe4, B: 0xe4, A: 0xff}
+	stepColor = [2]color.RGBA{{R: 0xfd, G: 0xd0, B: 0x6b, A: 0xff}, {R: 0xf6, G: 0xb0, B: 0x3c, A: 0xff}}
+)
+
+type bar struct {
+	x0, x1 float64
+	row    int
+	col    color.Color
+}
+
+// gantt is a plot.Plotter of bars on rows.
+type gantt struct {
+	bars  []bar
+	rows  int
+	xmin  float64
+	xmax  float64
+	track [][2]float64 // per row: the idle track's extent
+}
+
+func (g *gantt) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	rect := func(x0, x1, y0, y1 float64, col color.Color) {
+		X0, X1 := trX(x0), trX(x1)
+		if X1-X0 < 0.6 { // keep sub-pixel events visible
+			X1 = X0 + 0.6
+		}
+		pts := []vg.Point{{X: X0, Y: trY(y0)}, {X: X1, Y: trY(y0)}, {X: X1, Y: trY(y1)}, {X: X0, Y: trY(y1)}}
+		c.FillPolygon(col, c.ClipPolygonXY(pts))
+	}
+	for r, t := range g.track {
+		if t[1] > t[0] {
+			rect(t[0], t[1], float64(r)-0.08, float64(r)+0.08, idleColor)
+		}
+	}
+	for _, b := range g.bars {
+		rect(b.x0, b.x1, float64(b.row)-0.36, float64(b.row)+0.36, b.col)
+	}
+}
+
+func (g *gantt) DataRange() (xmin, xmax, ymin, ymax float64) {
+	return g.xmin, g.xmax, -0.7, float64(g.rows) - 0.3
+}
+
+type swatch struct{ col color.Color }
+
+func (s swatch) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	c.FillPolygon(s.col, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+}
+
+// Run draws.
+func (c *PlotCmd) Run(rio *cli.IO) error {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(c.Out), "."))
+	switch ext {
+	case "png", "svg", "pdf":
+	default:
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("--out %s: want a .png, .svg or .pdf file", c.Out))
+	}
+	ranks, err := c.load(rio)
+	if err != nil {
+		return err
+	}
+	g := &gantt{xmin: math.Inf(1), xmax: math.Inf(-1)}
+	var labels []string
+	var rowTicks []plot.Tick
+	from, to := c.FromMS, c.ToMS
+	// rows are drawn bottom-up: collect top-down, then flip
+	type row struct {
+		label string
+		bars  []bar
+		track [2]float64
+	}
+	var rows []row
+	for _, r := range ranks {
+		spans := timelineSpans(r)
+		if len(spans) == 0 {
+			continue
+		}
+		t0 := spans[0].TS
+		for _, s := range spans {
+			t0 = min(t0, s.TS)
+		}
+		for _, s := range r.Steps {
+			t0 = min(t0, s.TS)
+		}
+		x := func(ts int64) float64 { return float64(ts-t0) / 1e6 }
+		in := func(a, b float64) (float64, float64, bool) {
+			if to > 0 {
+				b = math.Min(b, to)
+			}
+			a = math.Max(a, from)
+			return a, b, b > a || (b == a && a >= from && (to == 0 || a <= to))
+		}
+		if len(r.Steps) > 0 {
+			rw := row{label: fmt.Sprintf("rank %d · steps", r.Rank)}
+			for i, s := range r.Steps {
+				if a, b, ok := in(x(s.TS), x(s.End)); ok {
+					rw.bars = append(rw.bars, bar{x0: a, x1: b, col: stepColor[i%2]})
+				}
+			}
+			rows = append(rows, rw)
+		}
+		// busiest lanes first, at most MaxLanes
+		busy := map[int]int64{}
+		for _, s := range spans {
+			busy[s.Lane] += s.Dur()
+		}
+		lanes := make([]int, 0, len(busy))
+		for l := range busy {
+			lanes = append(lanes, l)
+		}
+		sort.Slice(lanes, func(i, j int) bool {
+			if busy[lanes[i]] != busy[lanes[j]] {
+				return busy[lanes[i]] > busy[lanes[j]]
+			}
+			return lanes[i] < lanes[j]
+		})
+		if c.MaxLanes > 0 && len(lanes) > c.MaxLanes {
+			rio.Log.Info("drawing the busiest lanes only", "rank", r.Rank, "lanes", len(lanes), "drawn", c.MaxLanes)
+			lanes = lanes[:c.MaxLanes]
+		}
+		sort.Ints(lanes)
+		for _, l := range lanes {
+			rw := row{label: fmt.Sprintf("rank %d · %s", r.Rank, clipLeft(r.Lanes[l], 30)), track: [2]float64{math.Inf(1), math.Inf(-1)}}
+			for _, s := range spans {
+				if s.Lane != l {
+					continue
+				}
+				a, b, ok := in(x(s.TS), x(s.End))
+				if !ok {
+					continue
+				}
+				col, ok := classColor[s.Class]
+				if !ok {
+					col = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+				}
+				rw.bars = append(rw.bars, bar{x0: a, x1: b, col: col})
+				rw.track[0], rw.track[1] = math.Min(rw.track[0], a), math.Max(rw.track[1], b)
+			}
+			rows = append(rows, rw)
+		}
+	}
+	if len(rows) == 0 {
+		return errors.New("nothing to draw: no complete events in the window")
+	}
+	g.rows = len(rows)
+	// bars closer than a fraction of a pixel merge: a million kernels
+	// draw as the few thousand shapes a picture can show
+	var lo, hi = math.Inf(1), math.Inf(-1)
+	for _, rw := range rows {
+		for _, b := range rw.bars {
+			lo, hi = math.Min(lo, b.x0), math.Max(hi, b.x1)
+		}
+	}
+	eps := (hi - lo) / 8000
+	for i := range rows {
+		rows[i].bars = mergeBars(rows[i].bars, eps)
+	}
+	for i, rw := range rows {
+		ri := len(rows) - 1 - i
+		for _, b := range rw.bars {
+			b.row = ri
+			g.bars = append(g.bars, b)
+			g.xmin, g.xmax = math.Min(g.xmin, b.x0), math.Max(g.xmax, b.x1)
+		}
+		g.track = append(g.track, [2]float64{})
+		labels = append(labels, rw.label)
+		rowTicks = append(rowTicks, plot.Tick{Value: float64(ri), Label: rw.label})
+	}
+	for i, rw := range rows {
+		g.track[len(rows)-1-i] = rw.track
+	}
+	if from > 0 {
+		g.xmin = from
+	}
+	if to > 0 {
+		g.xmax = to
+	}
+	p := plot.New()
+	p.Title.Text = c.Title
+	if p.Title.Text == "" {
+		var names []string
+		for _, f := range c.Files {
+			names = append(names, filepath.Base(filepath.Clean(f)))
+		}
+		p.Title.Text = "profiler timeline: " + clip(strings.Join(names, " "), 100)
+	}
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.X.Label.Text = "time since the first event (ms)"
+	p.X.Label.TextStyle.Font.Size = vg.Points(12)
+	p.X.Tick.Label.Font.Size = vg.Points(11)
+	p.Y.Tick.Label.Font.Size = vg.Points(11)
+	p.Y.Tick.Marker = plot.ConstantTicks(rowTicks)
+	p.Add(g)
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Legend.TextStyle.Font.Size = vg.Points(11)
+	p.Legend.Add("compute", swatch{classColor[classify.Compute]})
+	p.Legend.Add("comm", swatch{classColor[classify.Comm]})
+	p.Legend.Add("memory", swatch{classColor[classify.Memory]})
+	p.Legend.Add("sync", swatch{classColor[classify.Sync]})
+	p.Legend.Add("idle", swatch{idleColor})
+	p.Legend.Add("iteration", swatch{stepColor[0]})
+	p.Legend.Padding = vg.Points(2)
+	// room on the right for the legend, outside the bars
+	p.X.Min, p.X.Max = g.xmin, g.xmax+(g.xmax-g.xmin)*0.13
+	p.X.Tick.Marker = msTicks{}
+	_ = labels
+	h := vg.Length(float64(len(rows))*0.75+4) * vg.Centimeter
+	if err := p.Save(vg.Length(c.WidthCM)*vg.Centimeter, h, c.Out); err != nil {
+		return err
+	}
+	rio.Log.Info("wrote timeline", "file", c.Out, "rows", len(rows), "events", len(g.bars))
+	return nil
+}
+
+// timelineSpans are the spans a rank's timeline is made of (device events
+// when there are any, else CPU ops and communication).
+func timelineSpans(r *analysis.Rank) []*analysis.Span {
+	gpu := r.HasGPU()
+	var out []*analysis.Span
+	for i := range r.Spans {
+		s := &r.Spans[i]
+		if gpu && !s.GPU {
+			continue
+		}
+		switch s.Class {
+		case classify.Annotation, classify.Runtime, classify.Other:
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// msTicks labels about ten round times.
+type msTicks struct{}
+
+func (msTicks) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if span <= 0 {
+		return []plot.Tick{{Value: lo, Label: fmtMS(lo, 1)}}
+	}
+	raw := span / 10
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var t []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		t = append(t, plot.Tick{Value: v, Label: fmtMS(v, step)})
+		for k := 1; k < 5; k++ {
+			if m := v + float64(k)*step/5; m < hi {
+				t = append(t, plot.Tick{Value: m})
+			}
+		}
+	}
+	return t
+}
+
+func fmtMS(v, step float64) string {
+	d := 0
+	if step < 1 {
+		d = int(math.Ceil(-math.Log10(step)))
+	}
+	return strconv.FormatFloat(v, 'f', d, 64)
+}
+
+// clipLeft keeps the end of s, where tensor names differ.
+func clipLeft(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// mergeBars joins bars of one colour that overlap or lie within eps.
+func mergeBars(bs []bar, eps float64) []bar {
+	sort.SliceStable(bs, func(i, j int) bool { return bs[i].x0 < bs[j].x0 })
+	var out []bar
+	last := map[color.Color]int{}
+	for _, b := range bs {
+		if i, ok := last[b.col]; ok && b.x0-out[i].x1 <= eps {
+			out[i].x1 = math.Max(out[i].x1, b.x1)
+			continue
+		}
+		last[b.col] = len(out)
+		out = append(out, b)
+	}
+	return out
+}
