@@ -55,6 +55,7 @@ bench: deps build
 	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
 	bash bench/compressor/run.sh
 	bash bench/compressor/plan.sh
+	bash bench/profiler/run.sh
 
 ## demo: the main job on its embedded default
 demo: deps build
