@@ -56,6 +56,7 @@ bench: deps build
 	bash bench/compressor/run.sh
 	bash bench/compressor/plan.sh
 	bash bench/profiler/run.sh
+	bash bench/straggle/run.sh
 
 ## demo: the main job on its embedded default
 demo: deps build

@@ -61,6 +61,18 @@ type Config struct {
 	Listener net.Listener
 	// Log receives progress and refused connections; nil discards.
 	Log *slog.Logger
+	// Tolerant turns the job-wide abort off for peer failures: a rank
+	// that dies, hangs past the heartbeat silence, or whose link fails
+	// is dropped instead. Rank 0 tells every rank (a dropped rank that
+	// is still alive learns it was dropped and aborts); Send and Recv to
+	// a dropped rank fail at once with a *PeerError naming it; the
+	// survivors keep working and Alive says who is left. When rank 0
+	// itself dies the others drop it and go on, each then judging its
+	// own links. Abort still fails the whole job. Default off.
+	Tolerant bool
+	// OnDead, if not nil, is called (on a goroutine of its own, once per
+	// rank) when a tolerant mesh drops a rank, with the reason.
+	OnDead func(rank int, reason error)
 }
 
 // Flags are the mesh's command-line flags, for embedding into a verb's

@@ -96,16 +96,34 @@ func (m *Mesh) lostReason(err error) string {
 func (m *Mesh) readControl0(c *ctrlConn) {
 	defer close(c.done)
 	defer c.conn.Close()
+	regrace := false
 	for {
-		_ = c.conn.SetReadDeadline(time.Now().Add(m.silence))
+		wait := m.silence
+		if regrace {
+			wait = 2 * m.hbEvery
+		}
+		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		t, body, err := readFrame(c.conn)
 		if err != nil {
 			if c.bye.Load() || m.closing.Load() || m.isAborted() {
 				return
 			}
+			if m.tolerantNow() && !regrace && isTimeout(err) {
+				// Before dropping anyone for silence, read what is
+				// already buffered: a process resumed after being
+				// stopped finds its deadlines passed but the frames
+				// (heartbeats, a drop notice) waiting.
+				regrace = true
+				continue
+			}
+			if m.tolerantNow() {
+				m.drop(verdict{Rank: c.rank, Reason: m.lostReason(err), Reporter: 0})
+				return
+			}
 			m.decide(verdict{Rank: c.rank, Reason: m.lostReason(err), Reporter: 0})
 			return
 		}
+		regrace = false
 		switch t {
 		case msgHeartbeat:
 		case msgReady:
@@ -119,6 +137,14 @@ func (m *Mesh) readControl0(c *ctrlConn) {
 				v = verdict{Rank: c.rank, Reason: "sent a malformed failure report"}
 			}
 			v.Reporter = c.rank
+			if m.tolerantNow() && v.Rank != c.rank {
+				if v.Rank == 0 {
+					// Its link to us failed, and we are alive.
+					v.Rank = c.rank
+				}
+				m.drop(v)
+				continue
+			}
 			m.decide(v)
 		case msgBye:
 			c.bye.Store(true)
@@ -134,16 +160,34 @@ func (m *Mesh) readControl0(c *ctrlConn) {
 func (m *Mesh) readControl(c *ctrlConn) {
 	defer close(c.done)
 	defer c.conn.Close()
+	regrace := false
 	for {
-		_ = c.conn.SetReadDeadline(time.Now().Add(m.silence))
+		wait := m.silence
+		if regrace {
+			wait = 2 * m.hbEvery
+		}
+		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		t, body, err := readFrame(c.conn)
 		if err != nil {
 			if c.bye.Load() || m.closing.Load() || m.isAborted() {
 				return
 			}
+			if m.tolerantNow() && !regrace && isTimeout(err) {
+				// Before dropping anyone for silence, read what is
+				// already buffered: a process resumed after being
+				// stopped finds its deadlines passed but the frames
+				// (heartbeats, a drop notice) waiting.
+				regrace = true
+				continue
+			}
+			if m.tolerantNow() {
+				m.dropLocal(verdict{Rank: 0, Reason: m.lostReason(err), Reporter: m.rank})
+				return
+			}
 			m.applyAbort(verdict{Rank: 0, Reason: m.lostReason(err), Reporter: m.rank})
 			return
 		}
+		regrace = false
 		switch t {
 		case msgHeartbeat:
 		case msgGo:
@@ -155,6 +199,17 @@ func (m *Mesh) readControl(c *ctrlConn) {
 			}
 			m.applyAbort(v)
 			return
+		case msgDead:
+			var v verdict
+			if json.Unmarshal(body, &v) != nil || v.Rank < 0 || v.Rank >= m.world {
+				m.log.Warn("mesh: malformed drop notice from rank 0")
+				continue
+			}
+			if v.Rank == m.rank {
+				m.applyAbort(verdict{Rank: m.rank, Reason: "dropped from the job by rank 0: " + v.Reason, Reporter: 0})
+				return
+			}
+			m.dropLocal(v)
 		case msgBye:
 			c.bye.Store(true)
 			m.log.Debug("mesh: rank 0 closed its mesh")
@@ -258,6 +313,9 @@ func (m *Mesh) fail(peer int, op string, err error) error {
 	reason := describe(err, m.cfg.Timeout)
 	if errors.Is(err, ErrDesync) || errors.Is(err, ErrAuth) {
 		reason = err.Error()
+	}
+	if m.tolerantNow() && peer >= 0 && peer != m.rank {
+		return m.failTolerant(peer, op, reason, err)
 	}
 	local := verdict{Rank: peer, Reason: reason, Reporter: -1}
 	if peer < 0 {
@@ -397,4 +455,9 @@ func (m *Mesh) teardown() {
 		}
 	}
 	m.bgWG.Wait()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -70,6 +70,9 @@ func (m *Mesh) send(pc *phaseCounters, peer int, tag uint32, b []byte) error {
 	if v := m.verdict(); v != nil {
 		return v.errorFor(m.opName("send", pc), peer)
 	}
+	if e := m.droppedErr(peer, m.opName("send", pc)); e != nil {
+		return e
+	}
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
 	binary.LittleEndian.PutUint32(p.shdr[0:], tag)
@@ -107,6 +110,9 @@ func (m *Mesh) recv(pc *phaseCounters, peer int, tag uint32, b []byte) error {
 	}
 	if v := m.verdict(); v != nil {
 		return v.errorFor(m.opName("recv", pc), peer)
+	}
+	if e := m.droppedErr(peer, m.opName("recv", pc)); e != nil {
+		return e
 	}
 	p.recvMu.Lock()
 	defer p.recvMu.Unlock()

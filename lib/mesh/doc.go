@@ -83,4 +83,21 @@
 // Close says goodbye on the control channel before closing anything, so a
 // rank that finishes (rank 0 included) is not taken for a dead one by
 // ranks that are finishing too.
+//
+// # Tolerant meshes
+//
+// With Config.Tolerant (for straggler-tolerant synchronisation, where the
+// survivors should go on without a dead worker) a failure drops the rank
+// instead of aborting the job. Rank 0 decides as before, from a control
+// connection that drops or goes silent or from a rank's report, but sends
+// DEAD naming the rank instead of ABORT; every rank then closes its data
+// connection to it, Send and Recv with it fail at once with a *PeerError
+// naming it, IsDropped and Alive say who is left, and Config.OnDead is
+// called. A rank that sees a link fail drops that peer at once itself and
+// reports it. A dropped rank that is still alive (it was only hung) learns
+// it was dropped and fails its own operations. If rank 0 dies the others
+// drop it and go on, each judging its own links from then on. Failures
+// during Open still fail Open everywhere, and Abort still aborts the
+// whole job. RecvAny receives a message of any tag and length (bounded)
+// with no deadline, for a reader goroutine that drains one peer.
 package mesh

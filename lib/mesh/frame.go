@@ -29,10 +29,11 @@ const (
 	msgReport    msgType = 11 // rank → rank 0: a data operation failed (verdict body)
 	msgAbort     msgType = 12 // rank 0 → rank: the job is aborted (verdict body)
 	msgBye       msgType = 13 // both ways: normal close
+	msgDead      msgType = 14 // rank 0 → rank, tolerant meshes: a rank was dropped (verdict body)
 )
 
 func (t msgType) String() string {
-	names := [...]string{"", "hello", "challenge", "proof", "ok", "error", "register", "table", "ready", "go", "heartbeat", "report", "abort", "bye"}
+	names := [...]string{"", "hello", "challenge", "proof", "ok", "error", "register", "table", "ready", "go", "heartbeat", "report", "abort", "bye", "dead"}
 	if int(t) < len(names) && t != 0 {
 		return names[t]
 	}

@@ -76,10 +76,11 @@ type Mesh struct {
 	// acceptWork is the data listeners' accept loops and handshakes.
 	acceptWork tracker
 
-	abortMu   sync.Mutex // guards peers during Open and verdictV
+	abortMu   sync.Mutex // guards peers during Open, verdictV and dropped
 	abortOnce sync.Once
 	verdictV  *verdict
 	aborted   chan struct{}
+	dropped   map[int]*verdict // tolerant meshes: ranks dropped, and why
 
 	closing    atomic.Bool
 	closed     chan struct{}

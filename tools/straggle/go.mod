@@ -2,7 +2,10 @@ module trainwire.dev/tools/straggle
 
 go 1.26.0
 
-require trainwire.dev/lib v0.0.0
+require (
+	github.com/stretchr/testify v1.12.1
+	trainwire.dev/lib v0.0.0
+)
 
 require (
 	github.com/alecthomas/kong v1.17.0 // indirect
@@ -10,6 +13,7 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
 )

@@ -10,10 +10,13 @@ import (
 type CLI struct {
 	cli.Globals
 
-	Version cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
-	Check   cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
-	Env     cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Version    cli.VersionCmd `cmd:"" help:"Print the version."`
+	Dump       cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check      cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env        cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Sync       SyncCmd        `cmd:"" help:"Synchronize this rank's gradients: rna (non-blocking, probes), rna-h (RNA in fast/slow groups), groups (random-group partial allreduce) or allreduce (blocking); every rank runs it. Exit 2: bad gradient stream; 3: a peer failure that could not be survived."`
+	Controller ControllerCmd  `cmd:"" help:"Run only RNA's controller, as rank 0 of a run whose workers use --controller separate."`
+	Sim        SimCmd         `cmd:"" help:"What-if simulator: reproduce the spec's reference tables, or simulate RNA/BSP/solo under injected stragglers."`
 }
 
 var tool = cli.Tool{

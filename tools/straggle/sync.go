@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/launch"
+	"trainwire.dev/lib/mesh"
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/straggle/internal/engine"
+	"trainwire.dev/tools/straggle/internal/inject"
+)
+
+// SyncFlags are the flags sync and controller share: every rank of a run
+// must give the same values.
+type SyncFlags struct {
+	Mode         string        `help:"rna: RNA (probes, non-blocking global ring with null gradients); rna-h: RNA inside fast/slow groups with periodic model averaging (toy only); groups: random-group partial allreduce from the shared seed; allreduce: blocking ring allreduce (lib/collective)." enum:"rna,rna-h,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
+	PSPeriod     int           `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which averages the groups' newest models, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
+	Profile      int           `help:"rna-h: iterations each worker times before the groups are formed." default:"5" env:"TRAINWIRE_STRAGGLE_PROFILE"`
+	Probes       int           `help:"Probes per round (q): 1 is a random initiator, 2 is RNA's power of two choices." default:"2" env:"TRAINWIRE_STRAGGLE_PROBES"`
+	ProbeTimeout time.Duration `help:"When no probed worker answers within this, probe one more (hung probes expire); 0 keeps the thesis's behaviour." default:"0s" env:"TRAINWIRE_STRAGGLE_PROBE_TIMEOUT"`
+	Eta          int           `help:"Staleness bound η in rounds: a gradient computed more than η rounds before the one it would join is dropped; negative: no bound." default:"-1" env:"TRAINWIRE_STRAGGLE_ETA"`
+	Accumulate   string        `help:"How several pending gradients of one worker combine: wavg (linearly weighted average, newest heaviest) or sum." enum:"wavg,sum" default:"wavg" env:"TRAINWIRE_STRAGGLE_ACCUMULATE"`
+	Rounds       int           `help:"Stop after this many rounds (0: when every rank's input has ended, or at --target-loss)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
+	Seed         uint64        `help:"Seed of probe sampling, groups and injected delays: the same seed replays the same choices." default:"1" env:"TRAINWIRE_STRAGGLE_SEED"`
+	GroupSize    int           `help:"groups mode: ranks per group." default:"2" env:"TRAINWIRE_STRAGGLE_GROUP_SIZE"`
+	Controller   string        `help:"Where the controller runs: rank0 (rank 0 also trains) or separate (rank 0 runs 'straggle controller' and trains nothing)." enum:"rank0,separate" default:"rank0" env:"TRAINWIRE_STRAGGLE_CONTROLLER"`
+	TargetLoss   float64       `help:"Toy: stop once the loss is at most this (rna and allreduce); the report gives the time it was first reached." default:"0" env:"TRAINWIRE_STRAGGLE_TARGET_LOSS"`
+	Dim          int           `help:"Toy: gradient elements (the stdin filter learns the size from its input)." default:"20" env:"TRAINWIRE_STRAGGLE_DIM"`
+}
+
+// SyncCmd is the sync verb.
+type SyncCmd struct {
+	Launch launch.Flags `embed:""`
+	Mesh   mesh.Flags   `embed:""`
+	cli.WireFlags
+	SyncFlags
+	Inject inject.Flags `embed:""`
+
+	Toy     string  `help:"Built-in trainer instead of stdin: 'quadratic' is the seed's toy f(x)=½‖x‖² with gradient x+N(0,σ²), x₀=1." enum:",quadratic" default:"" env:"TRAINWIRE_STRAGGLE_TOY"`
+	Sigma   float64 `help:"Toy: gradient noise σ." default:"1"`
+	LR      float64 `name:"lr" help:"Toy: learning rate γ per contributed gradient (update = γ·Σ contributed gradients)." default:"0.01"`
+	Input   string  `help:"Gradient stream (dense f32 frames, one per tensor per iteration; '-' is stdin)." default:"-" type:"path"`
+	Report  string  `help:"Write a JSON summary of this rank's run to this file." type:"path" env:"TRAINWIRE_STRAGGLE_REPORT"`
+	Emit    string  `help:"What each round writes to stdout: all (stats then the averaged gradient), stats, or none." enum:"all,stats,none" default:"all"`
+	Tensors int     `help:"Stdin: dense frames per iteration (one per tensor, same names and shapes every iteration)." default:"1" env:"TRAINWIRE_STRAGGLE_TENSORS"`
+}
+
+// ControllerCmd runs only the controller, as rank 0 of a run whose
+// workers use --controller separate.
+type ControllerCmd struct {
+	Launch launch.Flags `embed:""`
+	Mesh   mesh.Flags   `embed:""`
+	SyncFlags
+}
+
+// Run runs the dedicated controller.
+func (c *ControllerCmd) Run(rio *cli.IO) error {
+	c.Controller = "separate"
+	if c.Mode != engine.ModeRNA {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("controller: only --mode rna has a controller"))
+	}
+	s := &SyncCmd{Launch: c.Launch, Mesh: c.Mesh, SyncFlags: c.SyncFlags, Emit: "none"}
+	return s.run(rio, true)
+}
+
+// Run runs one rank of the synchronisation.
+func (c *SyncCmd) Run(rio *cli.IO) error { return c.run(rio, false) }
+
+func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
+	if c.Probes < 1 || c.GroupSize < 1 || c.Rounds < 0 || c.Dim < 1 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --probes, --group-size and --dim must be at least 1, --rounds at least 0"))
+	}
+	if c.Mode == engine.ModeRNAH && c.Toy == "" && !controllerOnly {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --mode rna-h averages the groups' models, which only the built-in trainer (--toy) holds; use --mode rna with a gradient stream"))
+	}
+	if c.Mode == engine.ModeRNAH && (c.PSPeriod < 1 || c.Profile < 1) {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --ps-period and --profile must be at least 1"))
+	}
+	if c.Mode == engine.ModeGroups && c.Rounds == 0 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --mode groups needs --rounds (with no coordinator, every rank must run the same rounds; a rank whose input ends joins the rest with null gradients)"))
+	}
+	model, err := c.Inject.Model()
+	if err != nil {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	env, err := c.Launch.Resolve(os.Environ())
+	if err != nil {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	if controllerOnly && env.Rank != 0 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("controller: must be rank 0 (it is rank %d)", env.Rank))
+	}
+	if c.Controller == "separate" && env.World < 2 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --controller separate needs a world of at least 2 (the controller and a worker)"))
+	}
+	if c.Controller == "separate" && env.Rank == 0 && !controllerOnly {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: with --controller separate, rank 0 runs 'straggle controller'"))
+	}
+
+	// The trainer: the toy in-process, or the gradient stream.
+	var src *streamSource
+	dim := c.Dim
+	if c.Toy == "" && !controllerOnly {
+		in, closeIn, err := cli.OpenInput(c.Input, rio.Stdin)
+		if err != nil {
+			return err
+		}
+		defer closeIn()
+		if c.Tensors < 1 {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --tensors must be at least 1"))
+		}
+		src = &streamSource{r: wire.NewReader(in, c.Limits()), tensors: c.Tensors}
+		if err := src.learn(); err != nil {
+			return err
+		}
+		dim = src.dim
+	}
+
+	cfgm := c.Mesh.Config(env, rio.Log)
+	cfgm.Tolerant = c.Mode != engine.ModeAllreduce
+	m, err := mesh.Open(rio.Ctx, cfgm)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var workers []int
+	for r := range m.World() {
+		if r != 0 || c.Controller == "rank0" {
+			workers = append(workers, r)
+		}
+	}
+	mode := c.Mode
+	if mode == engine.ModeRNAH {
+		mode = engine.ModeRNA
+	}
+	ecfg := engine.Config{
+		Mode: mode, Hier: c.Mode == engine.ModeRNAH, PSPeriod: c.PSPeriod, Probes: c.Probes, ProbeTimeout: c.ProbeTimeout, Eta: c.Eta, Sum: c.Accumulate == "sum",
+		Controller: 0, Workers: workers, Rounds: c.Rounds, Seed: c.Seed, GroupSize: c.GroupSize, Dim: dim,
+		Timeout: c.Mesh.Timeout, Log: rio.Log, TargetLoss: c.TargetLoss,
+	}
+	if c.Toy == "" {
+		ecfg.TargetLoss = 0
+	}
+	rep := &report{Mode: c.Mode, Rank: m.Rank(), World: m.World(), Probes: c.Probes, TargetLoss: c.TargetLoss, TimeToTarget: -1}
+	stdout := rio.Stdout
+	if c.Emit == "none" {
+		stdout = io.Discard
+	}
+	out := &output{w: wire.NewWriter(stdout, "straggle"), emit: c.Emit, rank: m.Rank(), mode: c.Mode}
+	if src != nil {
+		out.layout = src.layout
+	}
+	var toy *toyTrainer
+	if c.Toy != "" && !controllerOnly {
+		toy = newToy(dim, c.Sigma, c.LR, c.Seed, m.Rank())
+	}
+	start := time.Now()
+	apply := func(res *engine.Result) float64 {
+		loss := math.NaN()
+		if toy != nil {
+			loss = toy.apply(res.Sum)
+			if rep.TimeToTarget < 0 && c.TargetLoss > 0 && loss <= c.TargetLoss {
+				rep.TimeToTarget = time.Since(start).Seconds()
+				rep.RoundsToTarget = int(res.Round)
+			}
+			rep.FinalLoss = loss
+		}
+		if err := out.round(res, loss); err != nil {
+			rio.Log.Error("straggle: writing the round failed", "err", err)
+		}
+		return loss
+	}
+	if toy != nil && ecfg.Hier {
+		ecfg.Params, ecfg.SetParams = toy.params, toy.setParams
+	}
+	eng := engine.New(m, ecfg, apply)
+	ctx, cancel := context.WithCancel(rio.Ctx)
+	defer cancel()
+	blocking := mode != engine.ModeRNA
+	var iters iterStats
+	var computeErr error
+	var wg sync.WaitGroup
+	if eng.IsWorker() {
+		rng := rand.New(rand.NewPCG(c.Seed, uint64(m.Rank())+1))
+		wg.Go(func() {
+			if toy != nil {
+				toy.loop(ctx, eng, model, rng, m.Rank(), blocking, c.Profile, &iters)
+			} else {
+				computeErr = src.loop(ctx, eng, model, rng, m.Rank(), &iters)
+				if computeErr != nil {
+					cancel()
+				}
+			}
+		})
+	}
+	runErr := eng.Run(ctx)
+	cancel()
+	wg.Wait()
+	if computeErr != nil && !errors.Is(computeErr, context.Canceled) {
+		if !cfgm.Tolerant {
+			m.Abort(computeErr) // blocking allreduce cannot go on without this rank
+		}
+		return computeErr // a tolerant mesh drops this rank; the others go on
+	}
+	if runErr != nil && !(errors.Is(runErr, context.Canceled) && rio.Ctx.Err() == nil) {
+		return runErr
+	}
+	if err := out.w.Close(); err != nil {
+		return err
+	}
+	rep.fill(eng, &iters, time.Since(start), m)
+	rio.Log.Info("straggle: done", "mode", c.Mode, "rank", m.Rank(), "rounds", rep.Rounds, "round_ms_mean", fmt.Sprintf("%.2f", rep.RoundMsMean),
+		"round_ms_p50", fmt.Sprintf("%.2f", rep.RoundMsP50), "contributors_mean", fmt.Sprintf("%.2f", rep.ContributorsMean), "iterations", rep.Iterations,
+		"time_to_target_s", rep.TimeToTarget, "final_loss", rep.FinalLoss, "alive", m.Alive())
+	if c.Report != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(c.Report, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report is the JSON summary of one rank's run.
+type report struct {
+	Mode             string  `json:"mode"`
+	Rank             int     `json:"rank"`
+	World            int     `json:"world"`
+	Alive            []int   `json:"alive"`
+	Probes           int     `json:"probes"`
+	Rounds           int     `json:"rounds"`
+	RoundMsMean      float64 `json:"round_ms_mean"`
+	RoundMsP50       float64 `json:"round_ms_p50"`
+	RoundMsP95       float64 `json:"round_ms_p95"`
+	ContributorsMean float64 `json:"contributors_mean"`
+	Contributions    int     `json:"contributions"`
+	Iterations       int     `json:"iterations"`
+	IterMsMean       float64 `json:"iter_ms_mean"`
+	IdleFraction     float64 `json:"idle_fraction"`
+	TargetLoss       float64 `json:"target_loss"`
+	TimeToTarget     float64 `json:"time_to_target_s"`
+	RoundsToTarget   int     `json:"rounds_to_target"`
+	FinalLoss        float64 `json:"final_loss"`
+	WallS            float64 `json:"wall_s"`
+}
+
+func (r *report) fill(e *engine.Engine, it *iterStats, wall time.Duration, m *mesh.Mesh) {
+	r.Alive = m.Alive()
+	r.Rounds = len(e.RoundTimes)
+	r.Contributions = e.Contribs
+	r.WallS = wall.Seconds()
+	if n := len(e.RoundTimes); n > 0 {
+		ms := make([]float64, n)
+		tot := 0.0
+		for i, d := range e.RoundTimes {
+			ms[i] = float64(d) / 1e6
+			tot += ms[i]
+		}
+		slices.Sort(ms)
+		r.RoundMsMean = tot / float64(n)
+		r.RoundMsP50 = ms[n/2]
+		r.RoundMsP95 = ms[min(n-1, int(math.Round(0.95*float64(n-1))))]
+		w := 0
+		for _, x := range e.Weights {
+			w += x
+		}
+		r.ContributorsMean = float64(w) / float64(n)
+	}
+	it.mu.Lock()
+	r.Iterations = it.n
+	if it.n > 0 {
+		r.IterMsMean = float64(it.busy) / 1e6 / float64(it.n)
+	}
+	if wall > 0 {
+		r.IdleFraction = float64(it.idle) / float64(wall)
+	}
+	it.mu.Unlock()
+	if math.IsNaN(r.FinalLoss) {
+		r.FinalLoss = 0
+	}
+}
+
+type iterStats struct {
+	mu         sync.Mutex
+	n          int
+	busy, idle time.Duration
+}
+
+func (s *iterStats) add(busy, idle time.Duration) {
+	s.mu.Lock()
+	s.n++
+	s.busy += busy
+	s.idle += idle
+	s.mu.Unlock()
+}
+
+// sleepCtx sleeps d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func drawDur(model *inject.Model, rank int, rng *rand.Rand) time.Duration {
+	return time.Duration(model.Draw(rank, rng) * float64(time.Millisecond))
+}
+
+// waitApplied blocks until the engine applied a round after v (the
+// blocking modes' trainer waits for its update before the next
+// iteration).
+func waitApplied(ctx context.Context, eng *engine.Engine, v uint64) {
+	for eng.Applied() <= v {
+		select {
+		case <-ctx.Done():
+			return
+		case <-eng.Stopped():
+			return
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+}
+
+// ------------------------------------------------------------------- toy
+
+// toyTrainer is the seed's quadratic toy: f(x) = ½‖x‖², stochastic
+// gradient x + N(0, σ²I), x₀ = 1, update x ← x − γ·Σ contributed
+// gradients.
+type toyTrainer struct {
+	mu    sync.Mutex
+	x     []float32
+	sigma float64
+	lr    float32
+}
+
+func newToy(dim int, sigma, lr float64, seed uint64, rank int) *toyTrainer {
+	x := make([]float32, dim)
+	for i := range x {
+		x[i] = 1
+	}
+	return &toyTrainer{x: x, sigma: sigma, lr: float32(lr)}
+}
+
+func (t *toyTrainer) apply(sum []float32) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	loss := 0.0
+	for i, g := range sum {
+		t.x[i] -= t.lr * g
+		loss += float64(t.x[i]) * float64(t.x[i])
+	}
+	return loss / 2
+}
+
+func (t *toyTrainer) params() []float32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.x)
+}
+
+func (t *toyTrainer) setParams(p []float32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	copy(t.x, p)
+}
+
+func (t *toyTrainer) loop(ctx context.Context, eng *engine.Engine, model *inject.Model, rng *rand.Rand, rank int, blocking bool, profile int, st *iterStats) {
+	idleFrom := time.Now()
+	var profBusy time.Duration
+	n := 0
+	for ctx.Err() == nil {
+		select {
+		case <-eng.Stopped():
+			return
+		default:
+		}
+		v := eng.Applied()
+		t.mu.Lock()
+		snap := slices.Clone(t.x)
+		t.mu.Unlock()
+		began := time.Now()
+		idle := began.Sub(idleFrom)
+		if !sleepCtx(ctx, drawDur(model, rank, rng)) {
+			return
+		}
+		for i := range snap {
+			snap[i] += float32(rng.NormFloat64() * t.sigma)
+		}
+		busy := time.Since(began)
+		st.add(busy, idle)
+		eng.Push(v, snap)
+		if n++; n <= profile {
+			profBusy += busy
+			if n == profile {
+				eng.Profile(float64(profBusy) / 1e6 / float64(profile))
+			}
+		}
+		idleFrom = time.Now()
+		if blocking {
+			waitApplied(ctx, eng, v)
+		}
+	}
+}
