@@ -1,0 +1,106 @@
+package scheme
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// profile is what one server measures while auto profiles a tensor: the
+// rows each worker pushed to it, and how many rows each worker added that
+// lower ranks had not (so prefix sums give the union of ranks 0..k−1).
+type profile struct {
+	rowsFrom []int
+	newRows  []int
+	outRows  int
+}
+
+func newProfile(n int) *profile {
+	return &profile{rowsFrom: make([]int, n), newRows: make([]int, n)}
+}
+
+// autoState is auto's running measurement of one tensor.
+type autoState struct {
+	lhs, rhs float64
+	iters    int
+	choice   string
+}
+
+// Rule evaluates Zen's choice between Eq. (1) (balanced parallelism) and
+// Eq. (2) (hierarchical centralization) from the densification ratios
+// gamma(k) = d^k/d for k = 1..n: LHS = Σ_{i=1}^{log n} γ^{2^{i−1}}, RHS =
+// (n−1)/n·(γ^n + 1). Balanced parallelism is better iff LHS > RHS.
+func Rule(n int, gamma func(k int) float64) (lhs, rhs float64) {
+	for k := 1; k < n; k *= 2 {
+		lhs += gamma(k)
+	}
+	rhs = float64(n-1) / float64(n) * (gamma(n) + 1)
+	return lhs, rhs
+}
+
+// profileDone combines every server's profile of this iteration (a small
+// all-to-all), updates the tensor's measurement and, after ProfileIters
+// iterations, fixes the scheme for it on every rank alike.
+func (s *Syncer) profileDone(t *Tensor, st *Stats) error {
+	n := s.n
+	prof := st.profile
+	// Vector: rows pushed by each worker to this server, then the union of
+	// workers 0..k−1 on this server for k = 1..n.
+	vec := make([]uint64, 2*n)
+	u := 0
+	for q := range n {
+		vec[q] = uint64(prof.rowsFrom[q])
+		u += prof.newRows[q]
+		vec[n+q] = uint64(u)
+	}
+	body := make([]byte, 0, 16*n)
+	for _, v := range vec {
+		body = binary.LittleEndian.AppendUint64(body, v)
+	}
+	all := others(n, s.r)
+	got, err := s.exchange(s.meta, opProfile, all, func(int) message { return message{fmt: fmtDense, n: uint64(2 * n), body: body} }, all,
+		func(p int, f uint32, k uint64) (int, error) {
+			if f != fmtDense || k != uint64(2*n) {
+				return 0, fmt.Errorf("profile: format %d with %d counts", f, k)
+			}
+			return 16 * n, nil
+		})
+	if err != nil {
+		return err
+	}
+	got[s.r] = message{body: body}
+	sum := make([]float64, 2*n)
+	for q := range n {
+		for i := range 2 * n {
+			sum[i] += float64(binary.LittleEndian.Uint64(got[q].body[8*i:]))
+		}
+	}
+	mean := 0.0
+	for q := range n {
+		mean += sum[q] / float64(n)
+	}
+	s.autoMu.Lock()
+	defer s.autoMu.Unlock()
+	a := s.auto[t.Name]
+	if a == nil {
+		a = &autoState{}
+		s.auto[t.Name] = a
+	}
+	if mean > 0 && t.Rows > 0 {
+		gamma := func(k int) float64 { return sum[n+k-1] / mean }
+		lhs, rhs := Rule(n, gamma)
+		st.Density, st.Gamma, st.LHS, st.RHS = mean/float64(t.Rows), gamma(n), lhs, rhs
+		a.lhs += lhs
+		a.rhs += rhs
+	}
+	a.iters++
+	st.Choice = "profile"
+	if a.iters >= s.cfg.ProfileIters {
+		a.choice = "zen"
+		if n > 1 && bits.OnesCount(uint(n)) == 1 && a.rhs > a.lhs {
+			a.choice = "sparcml"
+		}
+		st.Choice = a.choice
+	}
+	return nil
+}

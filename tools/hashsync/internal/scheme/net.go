@@ -1,0 +1,204 @@
+package scheme
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"trainwire.dev/lib/mesh"
+)
+
+// metaLen is the size of the small message that announces every payload:
+// u32 format | u32 reserved | u64 count (rows, blocks, …). Meta messages
+// are counted under their own phase, "meta", so the payload phases hold
+// exactly the bytes of the closed forms.
+const metaLen = 16
+
+// Payload formats named in meta messages.
+const (
+	fmtCOO    uint32 = 1 // u32 indices, then values
+	fmtBitmap uint32 = 2 // hash bitmap over the server's set, then values
+	fmtDense  uint32 = 3 // every value
+	fmtBlocks uint32 = 4 // u32 block ids, then whole blocks
+	fmtName   uint32 = 5 // a tensor descriptor: the name's bytes
+	fmtEnd    uint32 = 6 // end of this rank's stream
+	fmtHello  uint32 = 7 // the configuration
+)
+
+// message is one payload with its announced format and count.
+type message struct {
+	fmt  uint32
+	n    uint64
+	body []byte
+}
+
+// Operation codes in message tags (bits 16–23; bits 24–31 are 0x7A so the
+// tags never collide with lib/collective's).
+const (
+	opHello = iota + 1
+	opDesc
+	opPush
+	opPull
+	opHC
+	opIntraRS
+	opInterAG
+	opIntraAG
+	opProfile
+	opCounts
+)
+
+func (s *Syncer) tag(op int) uint32 { return 0x7A000000 | uint32(op)<<16 | s.seq&0xFFFF }
+
+// bodyLenFunc returns the payload length a peer's (format, count) implies,
+// after checking both against what this rank can accept.
+type bodyLenFunc func(peer int, f uint32, n uint64) (int, error)
+
+// exchange sends out(p) to every rank in to and receives one message from
+// every rank in from, all concurrently (a goroutine per direction and
+// peer, so an all-to-all cannot deadlock on full socket buffers). Every
+// received length is checked by bodyLen before anything is allocated. The
+// result is indexed by rank. A malformed message aborts the job (the
+// others must not wait for a rank that gave up), naming the sender.
+func (s *Syncer) exchange(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc) ([]message, error) {
+	return s.exchangeThen(ph, op, to, out, from, bodyLen, nil)
+}
+
+// exchangeThen is exchange with onRecv run on each received message in
+// its receiving goroutine, as soon as it is in: decoding one peer's
+// message overlaps the transfer of the others'. An error from onRecv is a
+// malformed message from that peer.
+func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc, onRecv func(p int, m message) error) ([]message, error) {
+	tag := s.tag(op)
+	res := make([]message, s.n)
+	errs := make([]error, 2*s.n)
+	var wg sync.WaitGroup
+	for _, p := range to {
+		wg.Go(func() {
+			m := out(p)
+			var hdr [metaLen]byte
+			binary.LittleEndian.PutUint32(hdr[0:], m.fmt)
+			binary.LittleEndian.PutUint64(hdr[8:], m.n)
+			if err := s.meta.Send(p, tag, hdr[:]); err != nil {
+				errs[p] = err
+				return
+			}
+			if len(m.body) > 0 {
+				errs[p] = ph.Send(p, tag, m.body)
+			}
+		})
+	}
+	for _, p := range from {
+		wg.Go(func() {
+			var hdr [metaLen]byte
+			if err := s.meta.Recv(p, tag, hdr[:]); err != nil {
+				errs[s.n+p] = err
+				return
+			}
+			m := message{fmt: binary.LittleEndian.Uint32(hdr[0:]), n: binary.LittleEndian.Uint64(hdr[8:])}
+			l, err := bodyLen(p, m.fmt, m.n)
+			if err == nil && int64(l) > s.cfg.MaxMessage {
+				err = fmt.Errorf("%d-byte message over the %d-byte limit (--max-message)", l, s.cfg.MaxMessage)
+			}
+			if err != nil {
+				err = &BadPeerError{Rank: p, Phase: ph.Name(), Err: err}
+				s.m.Abort(err)
+				errs[s.n+p] = err
+				return
+			}
+			if l > 0 {
+				m.body = make([]byte, l)
+				if err := ph.Recv(p, tag, m.body); err != nil {
+					errs[s.n+p] = err
+					return
+				}
+			}
+			res[p] = m
+			if onRecv != nil {
+				if err := onRecv(p, m); err != nil {
+					err = &BadPeerError{Rank: p, Phase: ph.Name(), Err: err}
+					s.m.Abort(err)
+					errs[s.n+p] = err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return res, firstError(errs)
+}
+
+// firstError prefers the error that names a failed peer (the job-wide
+// verdict) over the side effects of the abort on other connections.
+func firstError(errs []error) error {
+	var first error
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		var bp *BadPeerError
+		if errors.As(e, &bp) {
+			return e
+		}
+		if first == nil {
+			first = e
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	for _, e := range errs {
+		var pe *mesh.PeerError
+		if e != nil && errors.As(e, &pe) {
+			return e
+		}
+	}
+	return first
+}
+
+// BadPeerError is a malformed message from a peer.
+type BadPeerError struct {
+	Rank  int
+	Phase string
+	Err   error
+}
+
+func (e *BadPeerError) Error() string {
+	return fmt.Sprintf("bad %s message from rank %d: %v", e.Phase, e.Rank, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *BadPeerError) Unwrap() error { return e.Err }
+
+// ExitCode is 3: a peer failed (it sent what no correct rank sends).
+func (e *BadPeerError) ExitCode() int { return mesh.ExitPeer }
+
+// others returns every rank but r.
+func others(n, r int) []int {
+	o := make([]int, 0, n-1)
+	for p := range n {
+		if p != r {
+			o = append(o, p)
+		}
+	}
+	return o
+}
+
+// Little-endian packing of indices and values.
+
+func putU32s(dst []byte, v []uint32) []byte {
+	for _, x := range v {
+		dst = binary.LittleEndian.AppendUint32(dst, x)
+	}
+	return dst
+}
+
+func putF32s(dst []byte, v []float32) []byte {
+	for _, x := range v {
+		dst = binary.LittleEndian.AppendUint32(dst, f32bits(x))
+	}
+	return dst
+}
+
+func getU32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[4*i:]) }
+
+func getF32(b []byte, i int) float32 { return f32frombits(binary.LittleEndian.Uint32(b[4*i:])) }

@@ -1,0 +1,364 @@
+package scheme
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"time"
+
+	"trainwire.dev/lib/collective"
+
+	"trainwire.dev/tools/hashsync/internal/zen"
+)
+
+// layout is how a parameter-server scheme splits the rows among n servers:
+// server j owns a set of rows (its universe), each with a position.
+type layout interface {
+	size(j int) int
+	// pos returns the position of row idx in server j's universe, and
+	// whether j owns idx.
+	pos(j int, idx uint32) (int, bool)
+	// at returns the row at position t of server j's universe.
+	at(j, t int) uint32
+}
+
+type hashLayout struct{ t *zen.Table }
+
+func (h hashLayout) size(j int) int { return h.t.Size(j) }
+func (h hashLayout) pos(j int, idx uint32) (int, bool) {
+	if int64(idx) >= int64(h.t.Rows) {
+		return 0, false
+	}
+	r := int(h.t.Rank[idx])
+	return r, r < h.t.Size(j) && h.t.Sets[h.t.Off[j]+r] == idx
+}
+func (h hashLayout) at(j, t int) uint32 { return h.t.Sets[h.t.Off[j]+t] }
+
+type rangeLayout struct{ rows, n int }
+
+func (r rangeLayout) bounds(j int) (int, int) { return collective.Chunk(r.rows, r.n, j) }
+func (r rangeLayout) size(j int) int          { lo, hi := r.bounds(j); return hi - lo }
+func (r rangeLayout) pos(j int, idx uint32) (int, bool) {
+	lo, hi := r.bounds(j)
+	return int(idx) - lo, int64(idx) >= int64(lo) && int64(idx) < int64(hi)
+}
+func (r rangeLayout) at(j, t int) uint32 { lo, _ := r.bounds(j); return uint32(lo + t) }
+
+func (s *Syncer) layoutFor(t *Tensor, hashed bool) (layout, error) {
+	if !hashed {
+		return rangeLayout{t.Rows, s.n}, nil
+	}
+	tb, err := zen.TableFor(t.Rows, s.n, s.seeds[0])
+	if err != nil {
+		return nil, err
+	}
+	return hashLayout{tb}, nil
+}
+
+// preparePS partitions the local rows (by h0 through Algorithm 1 or the
+// counting sort when hashed, by even ranges otherwise) and encodes the n
+// push messages in COO: u32 row indices, then the rows' values.
+func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
+	t := p.T
+	w, n := t.Width, s.n
+	counts := make([]int, n)
+	p.push = make([]message, n)
+	encode := func(j int, positions func(yield func(int))) {
+		c := counts[j]
+		body := make([]byte, 0, c*(4+4*w))
+		positions(func(k int) { body = appendU32s(body, t.Idx[k:k+1]) })
+		positions(func(k int) { body = appendF32s(body, t.Val[k*w:k*w+w]) })
+		p.push[j] = message{fmt: fmtCOO, n: uint64(c), body: body}
+	}
+	if hashed {
+		var parts *zen.Parts
+		if s.cfg.Partitioner == "bucket" {
+			parts = s.bucketer.Bucket(t.Idx, n, s.seeds[0], s.cfg.Workers)
+		} else {
+			var err error
+			parts, err = s.hasher.Hash(t.Idx, zen.HashConfig{N: n, Seeds: s.seeds, C: s.cfg.C, R2: s.cfg.R2, Workers: s.cfg.Workers})
+			if err != nil {
+				return err
+			}
+		}
+		p.stats.Serial, p.stats.Overflow = parts.Serial, parts.Overflow
+		for j := range n {
+			part := parts.Part(j)
+			counts[j] = len(part)
+			encode(j, func(yield func(int)) {
+				for _, k := range part {
+					yield(int(k))
+				}
+			})
+		}
+	} else {
+		for j := range n {
+			lo, hi := collective.Chunk(t.Rows, n, j)
+			a, _ := slices.BinarySearch(t.Idx, uint32(lo))
+			b := len(t.Idx)
+			if hi < t.Rows {
+				b, _ = slices.BinarySearch(t.Idx, uint32(hi))
+			}
+			counts[j] = b - a
+			encode(j, func(yield func(int)) {
+				for k := a; k < b; k++ {
+					yield(k)
+				}
+			})
+		}
+	}
+	p.local = p.push[s.r]
+	if t.Nnz() > 0 {
+		p.stats.PushImbalance = imbalance(counts)
+	}
+	return nil
+}
+
+// syncPS is the parameter-server data path of zen, bp-coo and sparse-ps:
+// push COO partitions to their servers, aggregate in rank order, pull.
+func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
+	t, st := p.T, &p.stats
+	w, n, me := t.Width, s.n, s.r
+	hashed := p.scheme != "sparse-ps"
+	lay, err := s.layoutFor(t, hashed)
+	if err != nil {
+		return nil, err
+	}
+	all := others(n, me)
+	t0 := time.Now()
+	// Aggregate partition me: contributions added in rank order 0..n−1,
+	// each from 0, as the reference sum does. The adding overlaps the
+	// push: worker q's rows are added as soon as they and those of every
+	// lower rank are in. A compact accumulator: slot[pos] is 1 + the row's
+	// place in acc, assigned on first touch, so memory and clearing scale
+	// with the rows received, not with |𝕀_j|.
+	S := lay.size(me)
+	if cap(s.slot) < S {
+		s.slot = make([]int32, S)
+	}
+	slot := s.slot[:S]
+	acc := s.acc[:0]
+	touched := zen.NewBitmap(S)
+	var prof *profile
+	if p.scheme == "profile" {
+		prof = newProfile(n)
+	}
+	posOf := make([][]int32, n)
+	vals := make([][]float32, n)
+	ready := make([]chan struct{}, n)
+	for q := range ready {
+		ready[q] = make(chan struct{})
+	}
+	quit := make(chan struct{})
+	aggDone := make(chan bool, 1)
+	go func() {
+		for q := range n {
+			select {
+			case <-ready[q]:
+			case <-quit:
+				aggDone <- false
+				return
+			}
+			if prof != nil {
+				prof.rowsFrom[q] = len(posOf[q])
+			}
+			val := vals[q]
+			for k, p32 := range posOf[q] {
+				pos := int(p32)
+				sl := slot[pos]
+				if !touched.Has(pos) {
+					if prof != nil {
+						prof.newRows[q]++
+					}
+					touched.Set(pos)
+					acc = append(acc, make([]float32, w)...)
+					sl = int32(len(acc) / w)
+					slot[pos] = sl
+				}
+				a := int(sl-1) * w
+				addRow(acc[a:a+w], val[k*w:k*w+w])
+			}
+		}
+		aggDone <- true
+	}()
+	// Each message's rows become positions in this server's set as soon
+	// as it arrives (checking that they belong here).
+	toPos := func(q int, m message) error {
+		k := int(m.n)
+		idx := u32view(m.body[:4*k])
+		pos := make([]int32, k)
+		for i, x := range idx {
+			t, ok := lay.pos(me, x)
+			if !ok {
+				return fmt.Errorf("row %d does not belong to partition %d", x, me)
+			}
+			pos[i] = int32(t)
+		}
+		posOf[q], vals[q] = pos, f32view(m.body[4*k:])
+		close(ready[q])
+		return nil
+	}
+	if err := toPos(me, p.local); err != nil {
+		close(quit)
+		<-aggDone
+		return nil, err
+	}
+	_, err = s.exchangeThen(s.phase("push"), opPush, all, func(q int) message { return p.push[q] }, all,
+		func(q int, f uint32, nnz uint64) (int, error) {
+			if f != fmtCOO || nnz > uint64(lay.size(me)) {
+				return 0, fmt.Errorf("push: format %d with %d rows for a partition of %d rows", f, nnz, lay.size(me))
+			}
+			return int(nnz) * (4 + 4*w), nil
+		}, toPos)
+	if err != nil {
+		close(quit)
+		<-aggDone
+		return nil, err
+	}
+	t1 := time.Now()
+	st.Times["push"] = t1.Sub(t0).Seconds()
+	<-aggDone
+	// The aggregated rows: present and not all zero, ascending.
+	var rows []int32
+	touched.ForEach(func(pos int) {
+		a := int(slot[pos]-1) * w
+		if nonzero(acc[a : a+w]) {
+			rows = append(rows, int32(pos))
+		}
+	})
+	s.acc = acc
+	nnz := len(rows)
+	cooLen := nnz * (4 + 4*w)
+	bmLen := zen.BitmapBytes(S) + nnz*4*w
+	useBitmap := false
+	if p.scheme == "zen" || p.scheme == "profile" {
+		switch s.cfg.Pull {
+		case "bitmap":
+			useBitmap = true
+		case "auto":
+			useBitmap = bmLen < cooLen
+		}
+	}
+	var pull message
+	mine := list{idx: make([]uint32, nnz), val: make([]float32, nnz*w)}
+	for k, pos := range rows {
+		mine.idx[k] = lay.at(me, int(pos))
+		a := int(slot[pos]-1) * w
+		copy(mine.val[k*w:k*w+w], acc[a:a+w])
+	}
+	if useBitmap {
+		// Values first (so they stay 4-byte aligned for the receiver's
+		// zero-copy view), then the hash bitmap over 𝕀_me.
+		bm := zen.NewBitmap(S)
+		for _, pos := range rows {
+			bm.Set(int(pos))
+		}
+		body := make([]byte, 0, bmLen)
+		body = appendF32s(body, mine.val)
+		body = body[:bmLen]
+		bm.Encode(body[nnz*4*w:], S)
+		pull = message{fmt: fmtBitmap, n: uint64(nnz), body: body}
+	} else {
+		body := make([]byte, 0, cooLen)
+		body = appendU32s(body, mine.idx)
+		body = appendF32s(body, mine.val)
+		pull = message{fmt: fmtCOO, n: uint64(nnz), body: body}
+	}
+	t2 := time.Now()
+	st.Times["aggregate"] = t2.Sub(t1).Seconds()
+
+	runs := make([]list, n)
+	pullCounts := make([]int, n)
+	runs[me] = mine
+	pullCounts[me] = nnz
+	decode := func(q int, m message) error {
+		k := int(m.n)
+		pullCounts[q] = k
+		var l list
+		if m.fmt == fmtBitmap {
+			// Decode straight to row indices: bit t of the bitmap names
+			// 𝕀_q[t].
+			size := lay.size(q)
+			vb := k * 4 * w
+			bm := m.body[vb:]
+			if len(bm) != zen.BitmapBytes(size) {
+				return fmt.Errorf("hash bitmap of %d bytes for %d rows", len(bm), size)
+			}
+			if r := size % 8; r != 0 && len(bm) > 0 && bm[len(bm)-1]>>r != 0 {
+				return fmt.Errorf("hash bitmap sets bits past row %d of the partition", size)
+			}
+			hl, hashedLayout := lay.(hashLayout)
+			l.idx = make([]uint32, 0, k)
+			for i, c := range bm {
+				for c != 0 {
+					if len(l.idx) == k {
+						return fmt.Errorf("hash bitmap has more than %d bits set", k)
+					}
+					t := i*8 + bits.TrailingZeros8(c)
+					if hashedLayout {
+						l.idx = append(l.idx, hl.t.Sets[hl.t.Off[q]+t])
+					} else {
+						l.idx = append(l.idx, lay.at(q, t))
+					}
+					c &= c - 1
+				}
+			}
+			if len(l.idx) != k {
+				return fmt.Errorf("hash bitmap has %d bits set for %d rows", len(l.idx), k)
+			}
+			l.val = f32view(m.body[:vb])
+		} else {
+			l.idx = u32view(m.body[:4*k])
+			l.val = f32view(m.body[4*k:])
+			for i, x := range l.idx {
+				if _, ok := lay.pos(q, x); !ok || (i > 0 && x <= l.idx[i-1]) {
+					return fmt.Errorf("row %d (entry %d) is not in partition %d or not ascending", x, i, q)
+				}
+			}
+		}
+		runs[q] = l
+		return nil
+	}
+	_, err = s.exchangeThen(s.phase("pull"), opPull, all, func(int) message { return pull }, all,
+		func(q int, f uint32, nnz uint64) (int, error) {
+			size := lay.size(q)
+			if nnz > uint64(size) {
+				return 0, fmt.Errorf("pull: %d rows for a partition of %d rows", nnz, size)
+			}
+			switch f {
+			case fmtCOO:
+				return int(nnz) * (4 + 4*w), nil
+			case fmtBitmap:
+				if !hashed && p.scheme != "profile" {
+					break
+				}
+				return zen.BitmapBytes(size) + int(nnz)*4*w, nil
+			}
+			return 0, fmt.Errorf("pull: format %d", f)
+		}, decode)
+	if err != nil {
+		return nil, err
+	}
+	t3 := time.Now()
+	st.Times["pull"] = t3.Sub(t2).Seconds()
+	var out *Tensor
+	if d := p.DenseOut; d != nil {
+		// A dense result: every server's rows straight into place.
+		out = &Tensor{Name: t.Name, Rows: t.Rows, Width: w, DenseVal: d}
+		for _, r := range runs {
+			for k, i := range r.idx {
+				copy(d[int(i)*w:int(i)*w+w], r.val[k*w:k*w+w])
+			}
+			out.Idx = append(out.Idx, r.idx...)
+		}
+	} else {
+		out = mergeLists(t.Name, t.Rows, w, runs)
+	}
+	st.Times["decode"] = time.Since(t3).Seconds()
+	st.PullImbalance = imbalance(pullCounts)
+	if prof != nil {
+		st.profile = prof
+		prof.outRows = out.Nnz()
+	}
+	return out, nil
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/launch"
+	"trainwire.dev/lib/mesh"
+	"trainwire.dev/lib/wire"
+
+	"trainwire.dev/tools/hashsync/internal/scheme"
+)
+
+// SyncCmd is the filter: this rank's gradients in, the sums out.
+type SyncCmd struct {
+	Launch launch.Flags `embed:""`
+	Mesh   mesh.Flags   `embed:""`
+	cli.WireFlags
+
+	Scheme       string       `help:"zen, bp-coo, agsparse, sparcml, sparse-ps, omnireduce, hitopk, dense or auto." enum:"zen,bp-coo,agsparse,sparcml,sparse-ps,omnireduce,hitopk,dense,auto" default:"zen" env:"TRAINWIRE_SCHEME"`
+	Average      bool         `help:"Divide the sum by the world size." env:"TRAINWIRE_AVERAGE"`
+	Seed         uint32       `help:"Hash seed shared by all ranks (h0 and h1..hk derive from it)." default:"0" env:"TRAINWIRE_SEED"`
+	K            int          `help:"Second-level hash functions of Algorithm 1." default:"3" env:"TRAINWIRE_HASH_K"`
+	R1Factor     float64      `name:"r1-factor" help:"Parallel memory: r1 = ceil(R1FACTOR·nnz/n) slots per partition." default:"2" env:"TRAINWIRE_R1_FACTOR"`
+	R2Fraction   float64      `name:"r2-fraction" help:"Serial memory: r2 = ceil(R2FRACTION·r1) slots per partition." default:"0.1" env:"TRAINWIRE_R2_FRACTION"`
+	Partitioner  string       `help:"hash (Algorithm 1, compare-and-swap) or bucket (counting sort; same sets)." enum:"hash,bucket" default:"hash" env:"TRAINWIRE_PARTITIONER"`
+	Pull         string       `help:"zen's pull encoding: auto (smaller of hash bitmap and COO, per message), bitmap or coo." enum:"auto,bitmap,coo" default:"auto" env:"TRAINWIRE_PULL"`
+	Block        int          `help:"omnireduce block size, in elements." default:"256" env:"TRAINWIRE_BLOCK"`
+	Rho          float64      `help:"hitopk density per segment (0: every non-zero row, lossless)." default:"0" env:"TRAINWIRE_RHO"`
+	LocalSize    int          `help:"hitopk ranks per node (0: the launcher's local world size when it reports several nodes, else 1)." default:"0" env:"TRAINWIRE_HITOPK_LOCAL"`
+	ProfileIters int          `help:"auto: iterations profiled (with zen) before choosing between Eq. (1) and Eq. (2)." default:"3" env:"TRAINWIRE_PROFILE_ITERS"`
+	Workers      int          `help:"Hashing goroutines (0: GOMAXPROCS)." default:"0" env:"TRAINWIRE_WORKERS"`
+	RowWidth     int          `help:"Row width for dense frames (0: their last dimension; 1: element-level)." default:"0" env:"TRAINWIRE_ROW_WIDTH"`
+	MaxMessage   cli.ByteSize `help:"Largest message accepted from a peer." default:"16GiB" env:"TRAINWIRE_MAX_MESSAGE"`
+	Stats        string       `help:"Write a stats frame per tensor and iteration to this file (- for stderr)." type:"path" env:"TRAINWIRE_STATS"`
+	NoOverlap    bool         `help:"Hash tensor i+1 only after tensor i is synchronized (for measuring the overlap)."`
+	Output       string       `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
+	Barrier      bool         `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
+}
+
+// Run synchronizes every tensor of stdin and writes the sums to stdout.
+func (c *SyncCmd) Run(rio *cli.IO) error {
+	env, err := c.Launch.Resolve(os.Environ())
+	if err != nil {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	cfg := scheme.DefaultConfig(c.Scheme)
+	cfg.Average, cfg.Seed, cfg.K, cfg.C, cfg.R2 = c.Average, c.Seed, c.K, c.R1Factor, c.R2Fraction
+	cfg.Partitioner, cfg.Pull, cfg.Block, cfg.Rho, cfg.ProfileIters, cfg.Workers = c.Partitioner, c.Pull, c.Block, c.Rho, c.ProfileIters, c.Workers
+	cfg.MaxMessage = int64(c.MaxMessage)
+	cfg.LocalSize = c.LocalSize
+	if cfg.LocalSize == 0 {
+		// The launcher's ranks per node, when it knows of several nodes.
+		cfg.LocalSize = 1
+		if env.NumNodes > 1 && env.LocalWorld > 1 && env.World%env.LocalWorld == 0 {
+			cfg.LocalSize = env.LocalWorld
+		}
+	}
+	if err := cfg.Check(env.World); err != nil {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	var statsW *wire.Writer
+	if c.Stats != "" {
+		var out io.Writer = rio.Stderr
+		if c.Stats != "-" {
+			f, err := os.Create(c.Stats)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			out = f
+		}
+		statsW = wire.NewWriter(out, "hashsync sync")
+	}
+	// Every tensor allocates its messages and result afresh; collecting
+	// less often is worth the memory (GOGC, when set, wins).
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	m, err := mesh.Open(rio.Ctx, c.Mesh.Config(env, rio.Log))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	s, err := scheme.New(rio.Ctx, m, cfg)
+	if err != nil {
+		return err
+	}
+	rank := m.Rank()
+	rio.Log.Debug("sync: mesh up", "rank", rank, "world", m.World(), "scheme", c.Scheme, "transport", m.Transport())
+
+	// The reader goroutine decodes and prepares (hashes) tensor i+1 while
+	// tensor i is on the network.
+	type item struct {
+		p   *scheme.Prepared
+		fm  form
+		err error
+	}
+	depth := 1
+	if c.NoOverlap {
+		depth = 0
+	}
+	items := make(chan item, depth)
+	next := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(rio.Ctx)
+	defer cancel()
+	go func() {
+		defer close(items)
+		rd := wire.NewReader(rio.Stdin, c.Limits())
+		for k := 0; ; k++ {
+			if c.NoOverlap && k > 0 {
+				select {
+				case <-next:
+				case <-ctx.Done():
+					return
+				}
+			}
+			f, err := rd.Next()
+			if err == io.EOF {
+				return
+			}
+			var it item
+			if err != nil {
+				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input: %w", err))
+			} else if t, fm, err := toTensor(f, c.RowWidth); err != nil {
+				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input frame %d: %w", rd.Frames()-1, err))
+			} else {
+				it.p, it.fm = s.Prepare(t), fm
+			}
+			select {
+			case items <- it:
+			case <-ctx.Done():
+				return
+			}
+			if it.err != nil {
+				return
+			}
+		}
+	}()
+
+	w := wire.NewWriter(rio.Stdout, "hashsync sync")
+	total := map[string]int64{}
+	bufs := map[string]*denseBuf{}
+	var syncTime time.Duration
+	n := 0
+	// A peer that dies while this rank waits for input must still end it:
+	// poll the mesh between tensors.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var it item
+		var ok bool
+		select {
+		case it, ok = <-items:
+		case <-tick.C:
+			if err := m.Err(); err != nil {
+				return fmt.Errorf("sync: waiting for input: %w", err)
+			}
+			continue
+		}
+		if !ok {
+			break
+		}
+		if it.err != nil {
+			m.Abort(fmt.Errorf("rank %d: bad input: %w", rank, it.err))
+			return it.err
+		}
+		if c.Barrier {
+			if err := s.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		fm := it.fm
+		switch {
+		case c.Output == "dense" && !fm.dense:
+			fm.dense = true
+			if len(fm.shape) == 0 {
+				fm.shape = []int64{int64(it.p.T.Rows * it.p.T.Width)}
+			}
+		case c.Output == "sparse" && fm.dense:
+			fm.dense = false
+		}
+		if bufs[it.p.T.Name] == nil {
+			bufs[it.p.T.Name] = &denseBuf{}
+		}
+		buf := bufs[it.p.T.Name]
+		if fm.dense && it.p.T.Rows*it.p.T.Width > 0 {
+			// The result lands straight in the reused dense buffer.
+			it.p.DenseOut = buf.take(it.p.T.Rows, it.p.T.Width)
+		}
+		t0 := time.Now()
+		out, st, err := s.Sync(ctx, it.p)
+		if err != nil {
+			var me *scheme.MismatchError
+			if errors.As(err, &me) {
+				return err
+			}
+			return fmt.Errorf("sync: tensor %q (#%d): %w", it.p.T.Name, n, err)
+		}
+		t1 := time.Now()
+		syncTime += t1.Sub(t0)
+		if c.NoOverlap {
+			next <- struct{}{}
+		}
+		if out.DenseVal != nil {
+			buf.prev = append(buf.prev[:0], out.Idx...)
+		}
+		frame := toFrame(out, fm, rank, buf)
+		st.Times["total"] = t1.Sub(t0).Seconds()
+		st.Times["output"] = time.Since(t1).Seconds()
+		if err := w.Write(frame); err != nil {
+			return err
+		}
+		for ph, b := range st.Recv {
+			total[ph] += b
+		}
+		if statsW != nil {
+			if err := statsW.Write(statsFrame(out.Name, it.fm.step, rank, st)); err != nil {
+				return err
+			}
+		}
+		n++
+	}
+	if err := s.Finish(); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if statsW != nil {
+		if err := statsW.Close(); err != nil {
+			return err
+		}
+	}
+	phases := make([]string, 0, len(total))
+	for ph := range total {
+		phases = append(phases, ph)
+	}
+	sort.Strings(phases)
+	args := []any{"rank", rank, "scheme", c.Scheme, "tensors", n, "sync_s", syncTime.Seconds()}
+	for _, ph := range phases {
+		args = append(args, "recv_"+ph, total[ph])
+	}
+	rio.Log.Info("sync: done", args...)
+	return m.Close()
+}
+
+// statsFrame is one tensor's synchronization as a stats frame.
+func statsFrame(name string, step int64, rank int, st *scheme.Stats) *wire.Stats {
+	v := map[string]float64{
+		"local_rows": float64(st.LocalRows), "out_rows": float64(st.OutRows),
+		"push_imbalance": st.PushImbalance, "pull_imbalance": st.PullImbalance,
+		"serial_writes": float64(st.Serial), "overflow": float64(st.Overflow),
+	}
+	if st.LocalRows > 0 {
+		v["serial_fraction"] = float64(st.Serial) / float64(st.LocalRows)
+	}
+	for ph, b := range st.Sent {
+		v["sent_bytes."+ph] = float64(b)
+	}
+	for ph, b := range st.Recv {
+		v["recv_bytes."+ph] = float64(b)
+	}
+	for ph, bs := range st.SentPeer {
+		for p, b := range bs {
+			if b != 0 {
+				v[fmt.Sprintf("sent_bytes.%s.to%d", ph, p)] = float64(b)
+			}
+		}
+	}
+	for ph, bs := range st.RecvPeer {
+		for p, b := range bs {
+			if b != 0 {
+				v[fmt.Sprintf("recv_bytes.%s.from%d", ph, p)] = float64(b)
+			}
+		}
+	}
+	for ph, s := range st.Times {
+		v["time_s."+ph] = s
+	}
+	labels := map[string]string{"scheme": st.Scheme}
+	if st.Choice != "" {
+		labels["choice"] = st.Choice
+		v["density"], v["gamma"], v["rule_lhs"], v["rule_rhs"] = st.Density, st.Gamma, st.LHS, st.RHS
+	}
+	return &wire.Stats{Tool: "hashsync", Name: name, Step: step, Rank: int64(rank), Values: v, Labels: labels}
+}
