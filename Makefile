@@ -48,8 +48,10 @@ fuzz:
 race:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the
-## emulated cluster; fuser vs the spec's Python reference; codecs vs torch and memcpy)
+## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the emulated
+## cluster; fuser vs the spec's Python reference; codecs vs torch and memcpy; the planner's
+## selection time; trace parsing vs json.load; RNA vs blocking allreduce and gloo; hashsync vs
+## gloo and torch sparse; checkpoint stall vs torch.save). Needs root for the emulated cluster.
 bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
 	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
@@ -57,6 +59,9 @@ bench: deps build
 	bash bench/compressor/plan.sh
 	bash bench/profiler/run.sh
 	bash bench/straggle/run.sh
+	bash bench/hashsync/run.sh --cluster 1gbit
+	bash bench/ckpt/run.sh
+	bash bench/ckpt/interfere.sh 200mbit
 
 ## demo: the main job on its embedded default
 demo: deps build

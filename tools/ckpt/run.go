@@ -10,10 +10,18 @@ import (
 type CLI struct {
 	cli.Globals
 
-	Version cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
-	Check   cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
-	Env     cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Version  cli.VersionCmd `cmd:"" help:"Print the version."`
+	Dump     cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check    cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env      cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Agent    AgentCmd       `cmd:"" help:"Run this rank's agent: hold checkpoint replicas in memory, replicate to peers (Algorithm 6.1), serve the trainer and restores."`
+	Save     SaveCmd        `cmd:"" help:"Hand this rank's state (frames, safetensors, raw, or a shared-memory file) to the local agent."`
+	Restore  RestoreCmd     `cmd:"" help:"Get this rank's state back: latest committed iteration (or --iter), from local memory, else a peer's."`
+	Status   StatusCmd      `cmd:"" help:"Show the local agent's committed iteration, the versions it holds, and its counters."`
+	Plan     PlanCmd        `cmd:"" help:"Placement groups by Gemini's Algorithm 6.1 (group, mixed with a ring) for N machines and m replicas."`
+	Prob     ProbCmd        `cmd:"" help:"Probability of recovering from CPU memory after k simultaneous failures: Corollary 6.1, exact, enumerated, ring."`
+	Wasted   WastedCmd      `cmd:"" help:"Wasted time per failure (Eq. 6.1, checking Eq. 6.2), HighFreq's interval, effective training time."`
+	Schedule ScheduleCmd    `cmd:"" help:"Cut the remote replicas into chunks placed in the network's idle spans (Algorithm 6.2, fixed)."`
 }
 
 var tool = cli.Tool{

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""One rank of bench/ckpt: the save stall of torch.save (+ fsync) against ckpt's shared-memory
+hand-over, the time to global commit (replication), and restore from memory against torch.load.
+
+    bench.py --rank R --world W --socket S --dir D [--state 512MiB] [--iters 3] [--restore-peer]
+
+Prints one JSON line per measurement on stdout.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from trainwire.ckpt import Agent  # noqa: E402
+
+
+def size(s):
+    u = s.strip().upper()
+    for suf, m in (("GIB", 1 << 30), ("MIB", 1 << 20), ("KIB", 1 << 10), ("GB", 10**9), ("MB", 10**6)):
+        if u.endswith(suf):
+            return int(float(u[:-len(suf)]) * m)
+    return int(u)
+
+
+def barrier(d, name, rank, world, timeout=600):
+    open(os.path.join(d, "%s.%d" % (name, rank)), "w").close()
+    t0 = time.time()
+    while not all(os.path.exists(os.path.join(d, "%s.%d" % (name, r))) for r in range(world)):
+        if time.time() - t0 > timeout:
+            raise SystemExit("barrier %s timed out" % name)
+        time.sleep(0.002)
+
+
+def state_dict(total, rank, seed=0):
+    g = torch.Generator().manual_seed(1000 * rank + seed)
+    n = 16
+    per = total // 4 // n
+    return {"layer%d.weight" % i: torch.rand(per, generator=g) for i in range(n)}
+
+
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--state", default="512MiB")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--restore-peer", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    total = size(a.state)
+    sd = state_dict(total, a.rank)
+    nbytes = sum(t.numel() * 4 for t in sd.values())
+    path = os.path.join(a.dir, "rank%d.pt" % a.rank)
+    agent = Agent(a.socket)
+
+    if a.restore_peer:
+        # A replacement agent for this rank holds nothing: the shard comes from a peer.
+        for t in sd.values():
+            t.zero_()
+
+        def copy_out(buf):
+            src = np.frombuffer(buf, dtype=np.uint8)
+            off = 0
+            for t in sd.values():
+                n = t.numel() * 4
+                np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
+                off += n
+            del src
+        t0 = time.perf_counter()
+        it, src = agent.restore_shm(copy_out)
+        t_peer = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        loaded = torch.load(path)
+        t_load = time.perf_counter() - t0
+        ok = all(torch.equal(sd[k], loaded[k]) for k in sd)
+        emit(kind="restore_peer", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=t_peer,
+             torch_load_s=t_load, equal=ok)
+        return
+
+    # torch.save to local disk with fsync, all ranks at once.
+    saves = []
+    for i in range(a.iters + 1):
+        barrier(a.dir, "ts%d" % i, a.rank, a.world)
+        t0 = time.perf_counter()
+        with open(path, "wb") as f:
+            torch.save(sd, f)
+            f.flush()
+            os.fsync(f.fileno())
+        saves.append(time.perf_counter() - t0)
+    saves = saves[1:]  # the first is a warm-up
+    emit(kind="torch_save", rank=a.rank, bytes=nbytes, stalls=saves, median=statistics.median(saves))
+
+    # ckpt: hand the state over in shared memory; two warm-up saves fault in both buffers.
+    arrays = [t.numpy() for t in sd.values()]
+    stalls, commits = [], []
+    for i in range(a.iters + 2):
+        it = i + 1
+        barrier(a.dir, "ck%d" % i, a.rank, a.world)
+        t0 = time.perf_counter()
+        agent.save_shm(it, arrays)
+        t1 = time.perf_counter()
+        agent.wait(it)
+        t2 = time.perf_counter()
+        if i >= 2:
+            stalls.append(t1 - t0)
+            commits.append(t2 - t1)
+    emit(kind="ckpt_save", rank=a.rank, bytes=nbytes, stalls=stalls, median=statistics.median(stalls),
+         commit_s=commits, commit_median=statistics.median(commits))
+
+    # Restore from local memory (into the state's own tensors) vs torch.load (page cache: the file
+    # was just written).
+    want = {k: v.clone() for k, v in list(sd.items())[:1]}
+    for t in sd.values():
+        t.zero_()
+
+    def copy_out(buf):
+        src = np.frombuffer(buf, dtype=np.uint8)
+        off = 0
+        for t in sd.values():
+            n = t.numel() * 4
+            np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
+            off += n
+        del src
+    barrier(a.dir, "rs", a.rank, a.world)
+    t0 = time.perf_counter()
+    it, src = agent.restore_shm(copy_out)
+    t_local = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    loaded = torch.load(path)
+    t_load = time.perf_counter() - t0
+    ok = all(torch.equal(loaded[k], sd[k]) for k in sd) and all(torch.equal(want[k], sd[k]) for k in want)
+    del loaded
+    emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=t_local,
+         torch_load_s=t_load, equal=ok)
+    agent.close()
+
+
+if __name__ == "__main__":
+    main()

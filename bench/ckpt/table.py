@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""Summarises bench/ckpt's JSON lines: medians over ranks, ratios against torch in the same run."""
+import json
+import statistics
+import sys
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault(r["kind"], []).append(r)
+MB = 1e6
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+ts = by.get("torch_save", [])
+cs = by.get("ckpt_save", [])
+if ts and cs:
+    b = cs[0]["bytes"]
+    t = med([x["median"] for x in ts])
+    c = med([x["median"] for x in cs])
+    commit = med([x["commit_median"] for x in cs])
+    print("save stall, %d ranks x %.0f MB (median over ranks of the median of %d saves):" % (len(cs), b / MB, len(cs[0]["stalls"])))
+    print("  torch.save + fsync   %8.1f ms" % (t * 1e3))
+    print("  ckpt (shared memory) %8.1f ms   -> %.1fx lower" % (c * 1e3, t / c))
+    print("  time to global commit after the save (replication to the peer, CRC32C, digests): %.0f ms" % (commit * 1e3))
+    tcp = by.get("tcp_stream")
+    thr = b / commit
+    line = "  replication throughput per rank %.0f MB/s" % (thr / MB)
+    if tcp:
+        lim = tcp[0]["bytes"] / tcp[0]["s"]
+        line += " (all %d ranks at once); one raw loopback TCP stream alone: %.0f MB/s -> %.0f%%" % (len(cs), lim / MB, 100 * thr / lim)
+    print(line)
+for kind, what in (("restore_local", "local memory"), ("restore_peer", "peer memory")):
+    rs = by.get(kind, [])
+    if rs:
+        ck = med([x["ckpt_s"] for x in rs])
+        tl = med([x["torch_load_s"] for x in rs])
+        ok = all(x["equal"] for x in rs)
+        src = ",".join(sorted({x["source"] for x in rs}))
+        print("restore from %s (%s, iteration %s, bytes equal: %s): ckpt %.1f ms, torch.load %.1f ms -> %.1fx faster" % (
+            what, src, rs[0]["iter"], ok, ck * 1e3, tl * 1e3, tl / ck))

@@ -1,0 +1,118 @@
+"""ckpt's trainer socket from Python (clients/python/trainwire/ckpt.py) against a real `ckpt agent`.
+
+Needs the ckpt binary: $TRAINWIRE_BIN/ckpt or <repo>/bin/ckpt; skipped when it is missing unless
+TRAINWIRE_REQUIRE_PYTHON=1.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from trainwire.ckpt import Agent, AgentError  # noqa: E402
+from trainwire import wire  # noqa: E402
+
+
+def _binary():
+    for d in (os.environ.get("TRAINWIRE_BIN"), os.path.join(ROOT, "bin")):
+        if d and os.access(os.path.join(d, "ckpt"), os.X_OK):
+            return os.path.join(d, "ckpt")
+    return None
+
+
+def _port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class CkptAgentTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.bin = _binary()
+        if cls.bin is None:
+            if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
+                raise RuntimeError("ckpt binary not built (make build)")
+            raise unittest.SkipTest("ckpt binary not built")
+        cls.dir = tempfile.mkdtemp()
+        peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
+        cls.procs = []
+        for r in range(2):
+            cls.procs.append(subprocess.Popen(
+                [cls.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", "py", "--peers", peers,
+                 "--socket", os.path.join(cls.dir, "s%d" % r), "--m", "2", "--buffer", "1MiB", "--memory", "64MiB"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for r in range(2):
+            path = os.path.join(cls.dir, "s%d" % r)
+            for _ in range(400):
+                if os.path.exists(path):
+                    break
+                time.sleep(0.025)
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def agent(self, r):
+        return Agent(os.path.join(self.dir, "s%d" % r))
+
+    def test_shm_and_frames(self):
+        states = {r: [np.arange(1000, dtype=np.float32) + r, np.full(77, r, dtype=np.int64)] for r in range(2)}
+        agents = {r: self.agent(r) for r in range(2)}
+        for r in range(2):
+            n = agents[r].save_shm(10, states[r])
+            self.assertEqual(n, 4000 + 77 * 8)
+        for r in range(2):
+            self.assertGreaterEqual(agents[r].wait(10), 10)
+        got = {}
+
+        def keep(buf):
+            got["b"] = bytes(buf)
+        it, src = agents[1].restore_shm(keep)
+        self.assertEqual((it, src), (10, "local"))
+        want = b"".join(a.tobytes() for a in states[1])
+        self.assertEqual(got["b"], want)
+        # Tensor frames in, the same frames back.
+        for r in range(2):
+            agents[r].save_frames(11, [wire.dense("w", np.arange(10, dtype=np.float32) * r, step=11, rank=r)])
+        for r in range(2):
+            agents[r].wait(11)
+        it, src, frames = agents[0].restore_frames()
+        self.assertEqual(it, 11)
+        self.assertEqual(frames[0]["name"], "w")
+        self.assertEqual(len(frames[0]["data"]), 40)
+        for a in agents.values():
+            a.close()
+
+    def test_refusals(self):
+        a = self.agent(0)
+        with self.assertRaises(AgentError) as e:
+            a.save_shm(1 << 40, [np.zeros(100 << 20, dtype=np.uint8)])  # over --memory
+        self.assertIn("memory", str(e.exception))
+        a.close()
+        a = self.agent(0)
+        with self.assertRaises(AgentError) as e:
+            a.restore_shm(lambda b: None, it=10 ** 9)
+        self.assertIn("not committed", str(e.exception))
+        a.close()
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(os.path.join(self.dir, "s0"))
+        s.sendall(b"\x93garbage, not a stream")
+        s.settimeout(10)
+        self.assertIn(b"bad_input", s.recv(4096))
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

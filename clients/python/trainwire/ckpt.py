@@ -1,0 +1,184 @@
+"""Python side of `ckpt agent`'s trainer socket (docs/ckpt.md, "Talking to the agent").
+
+Every message is one trainwire stream: a header whose meta carries the operation, data frames,
+an end frame. The fast path hands the state over in shared memory: `begin` returns the path of
+one of the agent's two memfd buffers for this rank (/proc/<agent pid>/fd/<n>), the trainer copies
+its state into it, `commit` returns at once and the agent seals the local replica and replicates
+it in the background.
+
+    from trainwire.ckpt import Agent
+    a = Agent("/tmp/trainwire-ckpt-job-0.sock")
+    a.save_shm(it, [t.numpy() for t in model.state_dict().values()])   # stall: one memcpy
+    a.wait(it)                                                          # optional: global commit
+    it, src = a.restore_shm(lambda buf: ...)                            # buf: memoryview
+"""
+
+import io
+import mmap
+import os
+import socket
+
+import msgpack
+import numpy as np
+
+from . import wire
+
+
+class AgentError(Exception):
+    """A refusal from the agent: .code is bad_input, refused, busy, missing, lost, ..."""
+
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
+class Agent:
+    def __init__(self, path, timeout=120.0):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.u = msgpack.Unpacker(raw=False, max_buffer_size=1 << 31)
+        self._maps = {}  # (path, inode) -> (mmap, size): the agent's buffers, kept mapped
+
+    def close(self):
+        for m, _ in self._maps.values():
+            m.close()
+        self._maps = {}
+        self.s.close()
+
+    # -- messages
+    def send(self, meta, frames=()):
+        b = io.BytesIO()
+        w = wire.Writer(b, "python/ckpt", {k: str(v) for k, v in meta.items()})
+        for f in frames:
+            w.write(f)
+        w.close()
+        self.s.sendall(b.getbuffer())
+
+    def _frame(self):
+        while True:
+            try:
+                return next(self.u)
+            except StopIteration:
+                d = self.s.recv(1 << 20)
+                if not d:
+                    raise ConnectionError("agent closed the connection")
+                self.u.feed(d)
+
+    def recv(self):
+        h = self._frame()
+        if not isinstance(h, dict) or h.get("t") != "header":
+            raise AgentError("bad_input", "agent sent %r where a header belongs" % (h,))
+        frames = []
+        while True:
+            f = self._frame()
+            if f.get("t") == "end":
+                break
+            frames.append(f)
+        meta = h.get("meta", {})
+        if meta.get("op") == "error":
+            raise AgentError(meta.get("code", ""), meta.get("msg", ""))
+        return meta, frames
+
+    # -- buffers
+    def _map(self, path, size, write):
+        st = os.stat(path)
+        key = (st.st_ino, st.st_dev)
+        m = self._maps.get(key)
+        if m is None or m[1] != size:
+            if m is not None:
+                m[0].close()
+            fd = os.open(path, os.O_RDWR if write else os.O_RDONLY)
+            try:
+                mm = mmap.mmap(fd, size, prot=mmap.PROT_READ | (mmap.PROT_WRITE if write else 0))
+            finally:
+                os.close(fd)
+            m = (mm, size)
+            if write:
+                self._maps[key] = m
+        return m[0]
+
+    # -- operations
+    def save_shm(self, it, arrays, wait=None):
+        """Copies the arrays (numpy, any dtype) back to back into the agent's buffer for
+        iteration it, then commits. Returns the number of bytes."""
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        size = sum(a.nbytes for a in arrays)
+        meta = {"op": "begin", "iter": it, "len": size, "format": "raw"}
+        if wait is not None:
+            meta["wait"] = "%gs" % wait
+        self.send(meta)
+        m, _ = self.recv()
+        if size:
+            mm = self._map(m["path"], size, True)
+            dst = np.frombuffer(mm, dtype=np.uint8, count=size)
+            off = 0
+            for a in arrays:
+                n = a.nbytes
+                np.copyto(dst[off:off + n], a.reshape(-1).view(np.uint8))
+                off += n
+            del dst
+        self.send({"op": "commit", "iter": it})
+        self.recv()
+        return size
+
+    def save_frames(self, it, frames):
+        """Sends tensor frames (wire.dense(...)) as the shard of iteration it."""
+        self.send({"op": "save", "iter": it, "format": "wire"}, frames)
+        return self.recv()[0]
+
+    def tick(self, it, comm=()):
+        """Marks the start of iteration it; comm lists the previous iteration's communication
+        spans as (start_s, end_s) relative to that iteration's start (online profiling)."""
+        frames = [{"t": "event", "v": 1, "name": "allreduce", "cat": "comm", "ph": "X", "rank": -1,
+                   "pid": 0, "tid": 0, "stream": -1, "ts": int(a * 1e9), "dur": int((b - a) * 1e9),
+                   "corr": -1, "args": {}} for a, b in comm]
+        self.send({"op": "tick", "iter": it}, frames)
+        self.recv()
+
+    def wait(self, it, timeout="120s"):
+        self.send({"op": "wait", "iter": it, "wait": timeout})
+        return int(self.recv()[0]["committed"])
+
+    def restore_shm(self, use, it=None):
+        """Maps the restored shard read-only and calls use(memoryview); returns (iter, source)."""
+        meta = {"op": "restore", "mode": "shm"}
+        if it is None:
+            meta["latest"] = "1"
+        else:
+            meta["iter"] = it
+        self.send(meta)
+        m, _ = self.recv()
+        size = int(m["len"])
+        if size:
+            fd = os.open(m["path"], os.O_RDONLY)
+            try:
+                mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            try:
+                use(memoryview(mm))
+            finally:
+                try:
+                    mm.close()
+                except BufferError:
+                    pass
+        else:
+            use(memoryview(b""))
+        self.send({"op": "release"})
+        self.recv()
+        return int(m["iter"]), m["source"]
+
+    def restore_frames(self, it=None):
+        meta = {"op": "restore", "mode": "frames"}
+        if it is None:
+            meta["latest"] = "1"
+        else:
+            meta["iter"] = it
+        self.send(meta)
+        m, frames = self.recv()
+        return int(m["iter"]), m["source"], frames
+
+    def status(self):
+        self.send({"op": "status"})
+        return self.recv()

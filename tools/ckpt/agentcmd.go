@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/launch"
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/agent"
+)
+
+// AgentFlags are what every verb talking to a local agent shares.
+type AgentFlags struct {
+	launch.Flags `embed:""`
+	Socket       string `help:"The agent's Unix socket (default: $XDG_RUNTIME_DIR or /tmp, trainwire-ckpt-<run>-<rank>.sock)." env:"TRAINWIRE_CKPT_SOCKET"`
+}
+
+func (f *AgentFlags) resolve() (launch.Env, string, error) {
+	env, err := f.Flags.Resolve(os.Environ())
+	if err != nil {
+		return env, "", cli.WithCode(cli.ExitUsage, err)
+	}
+	if f.Socket != "" {
+		return env, f.Socket, nil
+	}
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	run := env.RunID
+	if run == "" {
+		run = "default"
+	}
+	return env, filepath.Join(dir, fmt.Sprintf("trainwire-ckpt-%s-%d.sock", sanitize(run), env.Rank)), nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// AgentCmd is `ckpt agent`.
+type AgentCmd struct {
+	AgentFlags
+	Peers        []string      `help:"Every rank's agent address host:port, in rank order (this rank listens on its own)." env:"TRAINWIRE_CKPT_PEERS"`
+	M            int           `name:"m" help:"Replicas of each checkpoint, the local one included (Algorithm 6.1's m)." default:"2" env:"TRAINWIRE_CKPT_REPLICAS"`
+	Memory       cli.ByteSize  `help:"Most bytes of replicas this agent holds (two versions per slot, m slots); 0: half the machine's memory." default:"0" env:"TRAINWIRE_CKPT_MEMORY"`
+	Buffer       cli.ByteSize  `help:"Receive buffer R for checkpoint traffic; chunks are at most R/p." default:"128MiB" env:"TRAINWIRE_CKPT_BUFFER"`
+	Parts        int           `help:"Sub-buffers p of R: credits a receiver grants (pipelining)." default:"4" env:"TRAINWIRE_CKPT_PARTS"`
+	Token        string        `help:"Shared job token every agent connection proves (HMAC-SHA256 challenge-response, as lib/mesh); prefer the env var." env:"TRAINWIRE_TOKEN"`
+	Timeout      time.Duration `help:"Deadline for every connect, read and write between agents." default:"30s" env:"TRAINWIRE_TIMEOUT"`
+	CommitWait   time.Duration `help:"How long a save waits for the previous checkpoint's global commit before refusing." default:"60s" env:"TRAINWIRE_CKPT_COMMIT_WAIT"`
+	Retries      int           `help:"Retries of a failed replication (e.g. a corrupt chunk) before the iteration is abandoned." default:"2" env:"TRAINWIRE_CKPT_RETRIES"`
+	Interleave   bool          `help:"Schedule replication into the training traffic's idle spans (Algorithm 6.2): the trainer ticks each iteration; spans from --spans, --trace, or profiled online from the ticks."`
+	Spans        []string      `help:"With --interleave: the idle spans of one iteration as START:LEN in seconds from the iteration's start (e.g. 0:0.05,0.12:0.3)."`
+	Trace        string        `help:"With --interleave: derive the idle spans from a trainwire event stream (comm spans busy, ProfilerStep* iterations)." type:"path"`
+	ProfileIters int           `help:"With --interleave and no spans given: iterations profiled online before checkpoints are interleaved (thesis: 20)." default:"20"`
+	Bandwidth    string        `help:"With --interleave: link bandwidth B for f(s) = α + s/B (bytes/s, e.g. 125MB, 1Gbit)." default:"1Gbit"`
+	Alpha        float64       `help:"With --interleave: per-chunk start-up time α in seconds." default:"0.0005"`
+	Mu           float64       `help:"With --interleave: share μ of each idle span to use." default:"0.9"`
+	Pace         string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
+}
+
+// Run serves until interrupted.
+func (c *AgentCmd) Run(rio *cli.IO) error {
+	env, socket, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	peers := c.Peers
+	if len(peers) == 0 && env.World == 1 {
+		peers = []string{"127.0.0.1:0"}
+	}
+	mem := int64(c.Memory)
+	if mem == 0 {
+		mem = physMem() / 2
+	}
+	if c.Parts < 1 || int64(c.Buffer) < int64(c.Parts) {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("--buffer %d in --parts %d: need at least one byte per part", c.Buffer, c.Parts))
+	}
+	cfg := agent.Config{Rank: env.Rank, World: env.World, Peers: peers, Socket: socket, M: c.M, Memory: mem,
+		Buffer: int64(c.Buffer), Parts: c.Parts, Token: []byte(c.Token), Run: env.RunID, Timeout: c.Timeout,
+		CommitWait: c.CommitWait, Retries: c.Retries, Log: rio.Log}
+	if c.Pace != "none" && c.Pace != "" {
+		rate, err := parseRate(c.Pace)
+		if err != nil {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("--pace: %w", err))
+		}
+		cfg.Pace = agent.RatePacer(rate)
+	}
+	if cfg.Run == "" {
+		cfg.Run = "default"
+	}
+	if c.Interleave {
+		il, err := c.interleave(rio)
+		if err != nil {
+			return err
+		}
+		cfg.Interleave = il
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return cli.WithCode(cli.ExitUsage, err)
+	}
+	return a.Serve(rio.Ctx)
+}
+
+// parseRate parses bytes per second: 100e6, 100MB, 1.25GB, 95MiB, 1Gbit.
+func parseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	u := strings.ToLower(t)
+	mult := 1.0
+	for _, x := range []struct {
+		suf string
+		m   float64
+	}{{"gbit", 1e9 / 8}, {"mbit", 1e6 / 8}, {"kbit", 1e3 / 8}, {"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}} {
+		if strings.HasSuffix(u, x.suf) {
+			u, mult = strings.TrimSpace(strings.TrimSuffix(u, x.suf)), x.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(u, 64)
+	if err != nil || v <= 0 || v*mult > 1e15 {
+		return 0, fmt.Errorf("bad rate %q (bytes per second, e.g. 100MB, 95MiB, 1Gbit)", s)
+	}
+	return v * mult, nil
+}
+
+func physMem() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 8 << 30
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb int64
+		if n, _ := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); n == 1 {
+			return kb << 10
+		}
+	}
+	return 8 << 30
+}
+
+func (c *AgentCmd) interleave(rio *cli.IO) (*agent.Interleave, error) {
+	bw, err := parseRate(c.Bandwidth)
+	if err != nil {
+		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("--bandwidth: %w", err))
+	}
+	il := &agent.Interleave{ProfileIters: c.ProfileIters, Bandwidth: bw, Alpha: c.Alpha, Mu: c.Mu}
+	if !(c.Mu > 0 && c.Mu <= 1) || c.Alpha < 0 {
+		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("--mu %g must be in (0,1] and --alpha %g ≥ 0", c.Mu, c.Alpha))
+	}
+	for _, s := range c.Spans {
+		a, b, ok := strings.Cut(s, ":")
+		st, e1 := strconv.ParseFloat(a, 64)
+		ln, e2 := strconv.ParseFloat(b, 64)
+		if !ok || e1 != nil || e2 != nil || st < 0 || ln < 0 {
+			return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("--spans: %q is not START:LEN in seconds", s))
+		}
+		il.Starts, il.Spans = append(il.Starts, st), append(il.Spans, ln)
+	}
+	if c.Trace != "" {
+		p, err := profileTrace(c.Trace, rio, wire.DefaultLimits, -1)
+		if err != nil {
+			return nil, err
+		}
+		if !p.Stable() {
+			rio.Log.Warn("idle spans in the trace vary by more than 10% across iterations", "norm_std", p.NormStd)
+		}
+		il.Starts, il.Spans = p.Starts, p.Spans
+	}
+	return il, nil
+}

@@ -1,0 +1,523 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"trainwire.dev/lib/mesh"
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/store"
+)
+
+const authKind = "ckpt"
+
+// dial connects to rank to and proves the job token.
+func (a *Agent) dial(ctx context.Context, to int) (*conn, error) {
+	addr := a.cfg.Peers[to]
+	d := net.Dialer{Timeout: a.cfg.Timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d (%s): connect: %w", to, addr, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 20)
+		_ = tc.SetReadBuffer(4 << 20)
+	}
+	if _, err := mesh.AuthClient(c, a.cfg.Token, mesh.AuthHello{Kind: authKind, Run: a.cfg.Run, From: a.cfg.Rank, To: to, World: a.cfg.World}, time.Now().Add(a.cfg.Timeout)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("rank %d (%s): handshake: %w", to, addr, err)
+	}
+	return newConn(c, a.lim, a.cfg.Timeout, fmt.Sprintf("rank %d", to)), nil
+}
+
+// servePeer authenticates a peer's connection and serves its requests.
+func (a *Agent) servePeer(c net.Conn) {
+	h, err := mesh.AuthServer(c, a.cfg.Token, a.cfg.Rank, a.cfg.Run, time.Now().Add(a.cfg.Timeout), func(h mesh.AuthHello) error {
+		switch {
+		case h.Kind != authKind:
+			return fmt.Errorf("this is a ckpt agent (rank %d), not a %q endpoint", a.cfg.Rank, h.Kind)
+		case h.World != a.cfg.World:
+			return fmt.Errorf("world size mismatch: rank %d has %d ranks, the client %d", a.cfg.Rank, a.cfg.World, h.World)
+		case h.From < 0 || h.From >= a.cfg.World:
+			return fmt.Errorf("client claims rank %d, outside world %d", h.From, a.cfg.World)
+		case h.To != a.cfg.Rank:
+			return fmt.Errorf("this is rank %d, not rank %d (stale address list?)", a.cfg.Rank, h.To)
+		}
+		return nil
+	})
+	if err != nil {
+		a.log.Warn("refused a peer connection", "from", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 20)
+		_ = tc.SetWriteBuffer(4 << 20)
+	}
+	cn := newConn(c, a.lim, a.cfg.Timeout, fmt.Sprintf("rank %d", h.From))
+	for {
+		meta, err := cn.header(0)
+		if err != nil {
+			return // the peer closed the connection (or died)
+		}
+		if c, err := metaInt(meta, kCommitted); err == nil {
+			a.learnCommitted(c, h.From)
+		}
+		switch op := meta[kOp]; op {
+		case "replicate":
+			a.recvReplica(cn, meta, h.From)
+			return
+		case "fetch":
+			if err := a.serveFetch(cn, meta); err != nil {
+				a.log.Warn("fetch for a peer failed", "peer", h.From, "err", err)
+				return
+			}
+		case "inventory":
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			if err := cn.send(a.inventoryMeta(), a.inventoryFrames()...); err != nil {
+				return
+			}
+		case "done":
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			owner, err1 := metaInt(meta, kOwner)
+			iter, err2 := metaInt(meta, kIter)
+			if err := errors.Join(err1, err2); err != nil || owner != int64(h.From) {
+				_ = cn.sendError("bad_input", fmt.Errorf("bad done message from rank %d: %v", h.From, err))
+				return
+			}
+			a.markDone(int(owner), iter)
+			if err := cn.send(map[string]string{kOp: "ok", kCommitted: itoa(a.st.Committed())}); err != nil {
+				return
+			}
+		default:
+			_ = cn.sendError("bad_input", fmt.Errorf("unknown operation %q", op))
+			return
+		}
+	}
+}
+
+func (a *Agent) inventoryMeta() map[string]string {
+	return map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed()), kRank: itoa(int64(a.cfg.Rank))}
+}
+
+// inventoryFrames lists the complete versions as stats frames.
+func (a *Agent) inventoryFrames() []wire.Frame {
+	var out []wire.Frame
+	for _, in := range a.st.Inventory() {
+		if in.State != store.Complete.String() {
+			continue
+		}
+		out = append(out, &wire.Stats{Tool: "ckpt", Name: "version", Step: in.Iter, Rank: int64(in.Owner),
+			Values: map[string]float64{"len": float64(in.Len)},
+			Labels: map[string]string{"xxh3": hex(in.XXH3), "format": in.Format}})
+	}
+	return out
+}
+
+// recvReplica receives one replica of owner's shard from rank from: it
+// grants Parts credits, stages each chunk (CRC32C checked by the reader),
+// copies it into the in-progress version while the next one arrives, and
+// seals the version only when every byte arrived and the shard's digest
+// matches. Anything else leaves the version failed, never complete, and
+// the committed one untouched.
+func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
+	if _, err := cn.rest(); err != nil {
+		a.log.Warn("replicate request", "from", from, "err", err)
+		return
+	}
+	owner, e1 := metaInt(meta, kOwner)
+	iter, e2 := metaInt(meta, kIter)
+	size, e3 := metaInt(meta, kLen)
+	sum, e4 := metaUint(meta, kXXH3)
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		_ = cn.sendError("bad_input", fmt.Errorf("replicate from rank %d: %v", from, err))
+		return
+	}
+	if int(owner) != from {
+		_ = cn.sendError("bad_input", fmt.Errorf("rank %d may only replicate its own shard, not rank %d's", from, owner))
+		return
+	}
+	holds := false
+	for _, h := range a.holders(int(owner))[1:] {
+		if h == a.cfg.Rank {
+			holds = true
+		}
+	}
+	if !holds {
+		_ = cn.sendError("bad_input", fmt.Errorf("rank %d does not hold rank %d's shard under this placement (m=%d)", a.cfg.Rank, owner, a.cfg.M))
+		return
+	}
+	log := a.log.With("owner", owner, "iter", iter, "from", from)
+	v, err := a.st.Begin(int(owner), iter, size, meta[kFormat], a.cfg.Timeout)
+	if err != nil {
+		log.Warn("refused a replica", "err", err)
+		_ = cn.sendError("refused", fmt.Errorf("rank %d: %w", a.cfg.Rank, err))
+		return
+	}
+	var wmu sync.Mutex
+	w := cn.writer(map[string]string{kOp: "credits"})
+	credit := func(n int) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		cn.arm()
+		if err := w.Write(&wire.Stats{Tool: "ckpt", Name: "credit", Rank: int64(a.cfg.Rank), Values: map[string]float64{"n": float64(n)}}); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	fail := func(err error) {
+		a.st.Abort(v)
+		atomic.AddInt64(&a.stats.ReplicationsFailed, 1)
+		log.Warn("replica discarded: the in-progress copy is failed, the committed one is untouched", "err", err)
+		wmu.Lock()
+		_ = w.Write(&wire.Error{Code: "replica_failed", Msg: err.Error(), Rank: int64(a.cfg.Rank), Frame: -1})
+		_ = w.Close()
+		_ = cn.flush()
+		wmu.Unlock()
+	}
+	if err := credit(a.cfg.Parts); err != nil {
+		fail(err)
+		return
+	}
+	// Pipelining: the reader stages chunks, the copier moves them into the
+	// version and returns a credit per chunk.
+	staged := make(chan *wire.Chunk, a.cfg.Parts)
+	copyErr := make(chan error, 1)
+	go func() {
+		data := v.Data()
+		var err error
+		for ch := range staged {
+			if err != nil {
+				continue
+			}
+			copy(data[ch.Offset:], ch.Data)
+			err = credit(1)
+		}
+		copyErr <- err
+	}()
+	var next int64
+	var rerr error
+	limit := a.Chunk()
+	if cm, err := cn.header(a.cfg.Timeout); err != nil {
+		rerr = err
+	} else if cm[kOp] != "chunks" {
+		rerr = fmt.Errorf("expected the chunks of the replica, got %q", cm[kOp])
+	}
+	for rerr == nil {
+		f, err := cn.next()
+		if err != nil {
+			var de *wire.DecodeError
+			if errors.As(err, &de) && de.Field == "crc32c" {
+				atomic.AddInt64(&a.stats.CRCFailures, 1)
+				err = fmt.Errorf("corrupt chunk (CRC32C mismatch) at shard offset %d: %w", next, err)
+			}
+			rerr = err
+			break
+		}
+		switch f := f.(type) {
+		case *wire.End:
+			// The reader checked the end's digest of every chunk.
+			if next != size {
+				rerr = fmt.Errorf("replica ended at byte %d of %d", next, size)
+			}
+		case *wire.Chunk:
+			switch {
+			case f.ReplicaOf != owner || f.Iter != iter || f.TotalLen != size:
+				rerr = fmt.Errorf("chunk of rank %d iteration %d (total %d) inside a replica of rank %d iteration %d (total %d)", f.ReplicaOf, f.Iter, f.TotalLen, owner, iter, size)
+			case f.Offset != next:
+				rerr = fmt.Errorf("chunk at offset %d, expected %d", f.Offset, next)
+			case f.Len > limit:
+				rerr = fmt.Errorf("chunk of %d bytes exceeds R/p = %d", f.Len, limit)
+			default:
+				next += f.Len
+				atomic.AddInt64(&a.stats.BytesReceived, f.Len)
+				atomic.AddInt64(&a.stats.ChunksRecv, 1)
+				staged <- f
+				continue
+			}
+		default:
+			rerr = fmt.Errorf("unexpected %s frame in a replica", f.Type())
+		}
+		break
+	}
+	close(staged)
+	if err := <-copyErr; rerr == nil {
+		rerr = err
+	}
+	if rerr != nil {
+		fail(rerr)
+		return
+	}
+	if err := a.st.Seal(v, sum); err != nil {
+		atomic.AddInt64(&a.stats.ReplicationsFailed, 1)
+		log.Warn("replica discarded", "err", err)
+		wmu.Lock()
+		_ = w.Write(&wire.Error{Code: "replica_failed", Msg: err.Error(), Rank: int64(a.cfg.Rank), Frame: -1})
+		_ = w.Close()
+		_ = cn.flush()
+		wmu.Unlock()
+		return
+	}
+	atomic.AddInt64(&a.stats.ReplicationsOK, 1)
+	log.Debug("replica complete", "bytes", size)
+	wmu.Lock()
+	_ = w.Write(&wire.Stats{Tool: "ckpt", Name: "sealed", Step: iter, Rank: int64(a.cfg.Rank), Values: map[string]float64{"len": float64(size)}})
+	_ = w.Close()
+	_ = cn.flush()
+	wmu.Unlock()
+}
+
+// sendReplica sends v (this rank's complete shard) to rank to, chunk by
+// chunk as credits come back, and waits for the receiver to seal it.
+//
+// pieces are the chunks in order (plan); base is the start of the
+// iteration their span times refer to (zero: send as credits allow).
+func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, pieces []piece, base time.Time) error {
+	cn, err := a.dial(ctx, to)
+	if err != nil {
+		return err
+	}
+	defer cn.Close()
+	stop := context.AfterFunc(ctx, func() { cn.Close() })
+	defer stop()
+	meta := map[string]string{kOp: "replicate", kJob: a.cfg.Run, kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(v.Iter),
+		kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format, kCommitted: itoa(a.st.Committed())}
+	credits := make(chan int, 1<<16)
+	result := make(chan error, 1)
+	go func() {
+		rm, err := cn.header(a.cfg.Timeout)
+		if err == nil && rm[kOp] == "error" {
+			_, _ = cn.rest()
+			err = &RemoteError{Who: cn.who, Code: rm[kCode], Msg: rm[kMsg]}
+		}
+		for err == nil {
+			var f wire.Frame
+			f, err = cn.nextWithin(a.cfg.Timeout)
+			if err != nil {
+				break
+			}
+			switch f := f.(type) {
+			case *wire.Stats:
+				if f.Name == "credit" {
+					credits <- int(f.Values["n"])
+				} else if f.Name == "sealed" {
+					result <- nil
+					return
+				}
+			case *wire.Error:
+				err = fmt.Errorf("%s: %s", cn.who, f.Msg)
+			case *wire.End:
+				err = fmt.Errorf("%s: ended the exchange without sealing the replica", cn.who)
+			}
+		}
+		result <- err
+		close(credits)
+	}()
+	if err := cn.send(meta); err != nil {
+		return err
+	}
+	w := cn.writer(map[string]string{kOp: "chunks"})
+	data := v.Data()
+	have := 0
+	for _, p := range pieces {
+		for have == 0 {
+			select {
+			case c, ok := <-credits:
+				if !ok {
+					return <-result
+				}
+				have += c
+			case err := <-result:
+				if err == nil {
+					err = fmt.Errorf("%s sealed before all chunks were sent", cn.who)
+				}
+				return err
+			case <-time.After(a.cfg.Timeout):
+				return fmt.Errorf("%s: no credit for %v (receiver hung, stopped or died?)", cn.who, a.cfg.Timeout)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if p.at >= 0 && !base.IsZero() {
+			if err := sleepUntil(ctx, base.Add(p.at)); err != nil {
+				return err
+			}
+		}
+		if a.cfg.Pace != nil {
+			if err := a.cfg.Pace(ctx, to, p.off, p.size); err != nil {
+				return err
+			}
+		}
+		b := data[p.off : p.off+p.size]
+		cn.arm()
+		if err := w.Write(&wire.Chunk{Job: a.cfg.Run, Iter: v.Iter, SrcRank: int64(a.cfg.Rank), ReplicaOf: int64(a.cfg.Rank),
+			Offset: p.off, Len: p.size, TotalLen: v.Len, CRC32C: wire.CRC32C(b), Data: b}); err != nil {
+			return cn.wrap("send chunk", err)
+		}
+		if err := w.Flush(); err != nil {
+			return cn.wrap("send chunk", err)
+		}
+		have--
+		atomic.AddInt64(&a.stats.BytesSent, p.size)
+		atomic.AddInt64(&a.stats.ChunksSent, 1)
+	}
+	if err := w.Close(); err != nil {
+		return cn.wrap("send", err)
+	}
+	if err := cn.flush(); err != nil {
+		return err
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-time.After(2 * a.cfg.Timeout):
+		return fmt.Errorf("%s: did not confirm the replica within %v", cn.who, 2*a.cfg.Timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// serveFetch sends a complete version to a peer that restores from it.
+func (a *Agent) serveFetch(cn *conn, meta map[string]string) error {
+	if _, err := cn.rest(); err != nil {
+		return err
+	}
+	owner, e1 := metaInt(meta, kOwner)
+	iter, e2 := metaInt(meta, kIter)
+	if err := errors.Join(e1, e2); err != nil {
+		return cn.sendError("bad_input", err)
+	}
+	v := a.st.Get(int(owner), iter)
+	if v == nil {
+		return cn.sendError("missing", fmt.Errorf("rank %d holds no complete copy of rank %d's iteration %d", a.cfg.Rank, owner, iter))
+	}
+	defer a.st.Unpin(v)
+	return a.sendChunks(cn, map[string]string{kOp: "shard", kOwner: itoa(owner), kIter: itoa(iter), kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format}, v)
+}
+
+// sendChunks writes v's bytes as one message of chunk frames.
+func (a *Agent) sendChunks(cn *conn, meta map[string]string, v *store.Version) error {
+	w := cn.writer(meta)
+	data := v.Data()
+	chunk := a.Chunk()
+	for off := int64(0); off < v.Len; off += chunk {
+		n := min(chunk, v.Len-off)
+		b := data[off : off+n]
+		cn.arm()
+		if err := w.Write(&wire.Chunk{Job: a.cfg.Run, Iter: v.Iter, SrcRank: int64(a.cfg.Rank), ReplicaOf: int64(v.Owner),
+			Offset: off, Len: n, TotalLen: v.Len, CRC32C: wire.CRC32C(b), Data: b}); err != nil {
+			return cn.wrap("send", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return cn.wrap("send", err)
+	}
+	return cn.flush()
+}
+
+// peerInventory is what one peer reported.
+type peerInventory struct {
+	rank      int
+	committed int64
+	versions  []store.Info
+	err       error
+}
+
+// inventories asks every other rank (in parallel) for its committed
+// iteration and complete versions; unreachable ranks carry err.
+func (a *Agent) inventories(ctx context.Context) []peerInventory {
+	out := make([]peerInventory, a.cfg.World)
+	var wg sync.WaitGroup
+	for r := 0; r < a.cfg.World; r++ {
+		out[r].rank = r
+		if r == a.cfg.Rank {
+			out[r].committed = a.st.Committed()
+			for _, in := range a.st.Inventory() {
+				if in.State == store.Complete.String() {
+					out[r].versions = append(out[r].versions, in)
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			out[r].err = func() error {
+				cn, err := a.dial(ctx, r)
+				if err != nil {
+					return err
+				}
+				defer cn.Close()
+				if err := cn.send(map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed())}); err != nil {
+					return err
+				}
+				meta, frames, err := cn.recv(a.cfg.Timeout)
+				if err != nil {
+					return err
+				}
+				c, err := metaInt(meta, kCommitted)
+				if err != nil {
+					return fmt.Errorf("rank %d: inventory: %v", r, err)
+				}
+				out[r].committed = c
+				for _, f := range frames {
+					s, ok := f.(*wire.Stats)
+					if !ok || s.Name != "version" {
+						continue
+					}
+					x, _ := metaUint(s.Labels, "xxh3")
+					out[r].versions = append(out[r].versions, store.Info{Owner: int(s.Rank), Iter: s.Step, Len: int64(s.Values["len"]), XXH3: x, Format: s.Labels["format"], State: store.Complete.String()})
+				}
+				return nil
+			}()
+		}(r)
+	}
+	wg.Wait()
+	return out
+}
+
+// notifyDone tells every rank that this rank's shard of iter is complete
+// on all its holders.
+func (a *Agent) notifyDone(ctx context.Context, iter int64) {
+	a.markDone(a.cfg.Rank, iter)
+	var wg sync.WaitGroup
+	for r := 0; r < a.cfg.World; r++ {
+		if r == a.cfg.Rank {
+			continue
+		}
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			err := func() error {
+				cn, err := a.dial(ctx, r)
+				if err != nil {
+					return err
+				}
+				defer cn.Close()
+				if err := cn.send(map[string]string{kOp: "done", kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(iter), kCommitted: itoa(a.st.Committed())}); err != nil {
+					return err
+				}
+				meta, _, err := cn.recv(a.cfg.Timeout)
+				if err != nil {
+					return err
+				}
+				if c, err := metaInt(meta, kCommitted); err == nil {
+					a.learnCommitted(c, r)
+				}
+				return nil
+			}()
+			if err != nil {
+				a.log.Warn("could not tell a rank that our shard is complete", "rank", r, "iter", iter, "err", err)
+			}
+		}(r)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,866 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/safetensors"
+	"trainwire.dev/tools/ckpt/internal/store"
+)
+
+// serveTrainer serves the local trainer's requests on one connection.
+func (a *Agent) serveTrainer(c net.Conn) {
+	cn := newConn(c, a.lim, a.cfg.Timeout, "trainer")
+	var pending *store.Version // begun by "begin", finished by "commit"
+	var held []*store.Version  // pinned for a shm restore until "release"
+	var tmp []*store.Buffer
+	defer func() {
+		if pending != nil {
+			a.st.Abort(pending)
+		}
+		for _, v := range held {
+			a.st.Unpin(v)
+		}
+		for _, b := range tmp {
+			b.Close()
+		}
+	}()
+	for {
+		meta, err := cn.header(0)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "connection closed") {
+				a.log.Warn("trainer sent garbage; connection closed, nothing committed was touched", "err", err)
+				_ = cn.sendError("bad_input", err)
+			}
+			return
+		}
+		op := meta[kOp]
+		var rerr error
+		switch op {
+		case "save":
+			rerr = a.trainerSave(cn, meta)
+		case "begin":
+			if pending != nil {
+				rerr = cn.sendError("bad_input", fmt.Errorf("begin of iteration %d while iteration %d is begun and not committed", mustInt(meta, kIter), pending.Iter))
+				break
+			}
+			pending, rerr = a.trainerBegin(cn, meta)
+		case "commit":
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			iter, err := metaInt(meta, kIter)
+			if pending == nil || err != nil || iter != pending.Iter {
+				rerr = cn.sendError("bad_input", fmt.Errorf("commit of iteration %s without a matching begin", meta[kIter]))
+				break
+			}
+			v := pending
+			pending = nil
+			if err := cn.send(map[string]string{kOp: "ok", kIter: itoa(v.Iter), kLen: itoa(v.Len)}); err != nil {
+				a.st.Abort(v)
+				return
+			}
+			// The trainer may go on: the local replica is sealed (digest,
+			// then commit record) and replicated in the background.
+			a.startOwn(v, 0)
+		case "restore":
+			var hv *store.Version
+			var tb *store.Buffer
+			hv, tb, rerr = a.trainerRestore(cn, meta)
+			if hv != nil {
+				held = append(held, hv)
+			}
+			if tb != nil {
+				tmp = append(tmp, tb)
+			}
+		case "release":
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			for _, v := range held {
+				a.st.Unpin(v)
+			}
+			for _, b := range tmp {
+				b.Close()
+			}
+			held, tmp = nil, nil
+			rerr = cn.send(map[string]string{kOp: "ok"})
+		case "status":
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			rerr = a.trainerStatus(cn)
+		case "tick":
+			rerr = a.trainerTick(cn, meta)
+		case "wait":
+			// Wait until an iteration is committed (or fails).
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			rerr = a.trainerWait(cn, meta)
+		default:
+			_, _ = cn.rest()
+			rerr = cn.sendError("bad_input", fmt.Errorf("unknown operation %q (want save, begin, commit, restore, release, status, wait)", op))
+		}
+		if rerr == errBadStream {
+			return
+		}
+		if rerr != nil {
+			a.log.Warn("trainer request failed", "op", op, "err", rerr)
+			return
+		}
+	}
+}
+
+func mustInt(m map[string]string, k string) int64 { v, _ := metaInt(m, k); return v }
+
+// waitPrevious makes a new save wait until the previous one is committed
+// or has failed (a new checkpoint cannot start before the previous one
+// completes), for at most d.
+func (a *Agent) waitPrevious(d time.Duration) error {
+	a.mu.Lock()
+	prev, res := a.ownIter, a.ownResult
+	a.mu.Unlock()
+	if prev < 0 || res == nil {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	select {
+	case <-res:
+	case <-time.After(d):
+		return fmt.Errorf("the previous checkpoint (iteration %d) is still replicating after %v", prev, d)
+	}
+	a.mu.Lock()
+	perr := a.ownErr
+	a.mu.Unlock()
+	if perr != nil {
+		return nil // abandoned: it will never commit, so it may be overwritten
+	}
+	for a.st.Committed() < prev {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the previous checkpoint (iteration %d) is not globally committed after %v: ranks %v have not reported their shard complete (slow, or dead?)", prev, d, a.missingDone(prev))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+func (a *Agent) missingDone(iter int64) []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []int
+	for r := 0; r < a.cfg.World; r++ {
+		if !a.done[iter][r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (a *Agent) commitWait(meta map[string]string) time.Duration {
+	if s, ok := meta[kWait]; ok {
+		if d, err := time.ParseDuration(s); err == nil {
+			return d
+		}
+	}
+	return a.cfg.CommitWait
+}
+
+// trainerBegin reserves the in-progress buffer of this rank's slot and
+// hands its shared-memory path to the trainer.
+func (a *Agent) trainerBegin(cn *conn, meta map[string]string) (*store.Version, error) {
+	if _, err := cn.rest(); err != nil {
+		return nil, err
+	}
+	iter, e1 := metaInt(meta, kIter)
+	size, e2 := metaInt(meta, kLen)
+	if err := errors.Join(e1, e2); err != nil || size < 0 {
+		return nil, cn.sendError("bad_input", fmt.Errorf("begin: %v", err))
+	}
+	format := meta[kFormat]
+	if format == "" {
+		format = FormatRaw
+	}
+	if err := a.waitPrevious(a.commitWait(meta)); err != nil {
+		return nil, cn.sendError("busy", err)
+	}
+	v, err := a.st.Begin(a.cfg.Rank, iter, size, format, a.cfg.Timeout)
+	if err != nil {
+		return nil, cn.sendError("refused", err)
+	}
+	if err := cn.send(map[string]string{kOp: "ok", kIter: itoa(iter), kLen: itoa(size), kPath: v.Path()}); err != nil {
+		a.st.Abort(v)
+		return nil, err
+	}
+	return v, nil
+}
+
+// trainerSave takes a whole shard in the message: dense (or any data)
+// frames, chunk frames of a safetensors file or raw bytes, or the path of
+// a file in shared memory to read.
+func (a *Agent) trainerSave(cn *conn, meta map[string]string) error {
+	iter, err := metaInt(meta, kIter)
+	if err != nil {
+		_, _ = cn.rest()
+		return cn.sendError("bad_input", fmt.Errorf("save: %v", err))
+	}
+	format := meta[kFormat]
+	wait := a.commitWait(meta)
+	var v *store.Version
+	switch {
+	case meta[kPath] != "":
+		if _, err := cn.rest(); err != nil {
+			return err
+		}
+		v, err = a.saveFile(meta[kPath], iter, format, wait)
+	case format == FormatWire || format == "":
+		v, err = a.saveFrames(cn, iter, wait)
+	case format == FormatRaw || format == FormatSafetensors:
+		v, err = a.saveChunks(cn, iter, format, wait)
+	default:
+		_, _ = cn.rest()
+		err = badInput(fmt.Errorf("save: unknown format %q (want wire, safetensors or raw)", format))
+	}
+	if err != nil {
+		code := "refused"
+		var bi *badInputError
+		if errors.As(err, &bi) {
+			code = "bad_input"
+		}
+		a.log.Warn("save refused; nothing committed was touched", "iter", iter, "err", err)
+		if strings.Contains(err.Error(), "exceeds the limit") {
+			err = fmt.Errorf("%w (this agent takes frames of at most max(R/p, --memory) = %d bytes; --memory is %d)", err, a.lim.MaxPayload, a.cfg.Memory)
+		}
+		if serr := cn.sendError(code, err); serr != nil {
+			return serr
+		}
+		if code == "bad_input" {
+			return errBadStream
+		}
+		return nil
+	}
+	if err := a.st.Seal(v, 0); err != nil {
+		return cn.sendError("refused", err)
+	}
+	sealed := v
+	if err := cn.send(map[string]string{kOp: "ok", kIter: itoa(iter), kLen: itoa(sealed.Len), kXXH3: hex(sealed.XXH3)}); err != nil {
+		a.startOwn(nil, iter) // still replicate: the shard is sealed
+		return err
+	}
+	a.startOwn(nil, iter)
+	return nil
+}
+
+// errBadStream closes a trainer connection whose stream cannot be read on.
+var errBadStream = errors.New("bad stream")
+
+type badInputError struct{ err error }
+
+func (e *badInputError) Error() string { return e.err.Error() }
+func (e *badInputError) Unwrap() error { return e.err }
+func badInput(err error) error         { return &badInputError{err} }
+
+// saveFrames re-encodes the message's data frames into a shard (a
+// trainwire stream), bounded by the memory limit.
+func (a *Agent) saveFrames(cn *conn, iter int64, wait time.Duration) (*store.Version, error) {
+	var buf bytes.Buffer
+	lw := &limitWriter{w: &buf, n: a.cfg.Memory}
+	w := wire.NewWriterHeader(lw, wire.Header{Producer: "ckpt", Meta: map[string]string{kRank: itoa(int64(a.cfg.Rank)), kIter: itoa(iter)}})
+	for {
+		f, err := cn.next()
+		if err != nil {
+			return nil, badInput(err)
+		}
+		if _, ok := f.(*wire.End); ok {
+			break
+		}
+		if err := w.Write(f); err != nil {
+			// Drain the rest so the refusal reaches the trainer in order.
+			if errors.Is(err, store.ErrTooBig) {
+				if _, derr := drain(cn); derr != nil {
+					return nil, derr
+				}
+			}
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if err := a.waitPrevious(wait); err != nil {
+		return nil, err
+	}
+	v, err := a.st.Begin(a.cfg.Rank, iter, int64(buf.Len()), FormatWire, a.cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	copy(v.Data(), buf.Bytes())
+	return v, nil
+}
+
+func drain(cn *conn) (int, error) {
+	n := 0
+	for {
+		f, err := cn.next()
+		if err != nil {
+			return n, err
+		}
+		if _, ok := f.(*wire.End); ok {
+			return n, nil
+		}
+		n++
+	}
+}
+
+// limitWriter refuses to grow past n bytes (0: no limit).
+type limitWriter struct {
+	w io.Writer
+	n int64
+	c int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n > 0 && l.c+int64(len(p)) > l.n {
+		return 0, fmt.Errorf("shard larger than --memory (%d bytes): %w; nothing held was dropped", l.n, store.ErrTooBig)
+	}
+	l.c += int64(len(p))
+	return l.w.Write(p)
+}
+
+// saveChunks writes the message's chunk frames (contiguous, CRC-checked)
+// straight into the in-progress buffer.
+func (a *Agent) saveChunks(cn *conn, iter int64, format string, wait time.Duration) (*store.Version, error) {
+	f, err := cn.next()
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if _, ok := f.(*wire.End); ok {
+		f = &wire.Chunk{Iter: iter, ReplicaOf: int64(a.cfg.Rank)}
+	}
+	first, ok := f.(*wire.Chunk)
+	if !ok {
+		_, _ = drain(cn)
+		return nil, badInput(fmt.Errorf("save in format %s: want chunk frames, got %s", format, f.Type()))
+	}
+	total := first.TotalLen
+	if a.cfg.Memory > 0 && total > a.cfg.Memory {
+		if _, err := drain(cn); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("a shard of %d bytes is larger than --memory (%d bytes): %w; nothing held was dropped", total, a.cfg.Memory, store.ErrTooBig)
+	}
+	if err := a.waitPrevious(wait); err != nil {
+		_, _ = drain(cn)
+		return nil, err
+	}
+	v, err := a.st.Begin(a.cfg.Rank, iter, total, format, a.cfg.Timeout)
+	if err != nil {
+		_, _ = drain(cn)
+		return nil, err
+	}
+	data := v.Data()
+	var next int64
+	ch := first
+	for {
+		if ch.Offset != next || ch.TotalLen != total {
+			a.st.Abort(v)
+			_, _ = drain(cn)
+			return nil, badInput(fmt.Errorf("chunk at offset %d (total %d), expected offset %d (total %d)", ch.Offset, ch.TotalLen, next, total))
+		}
+		copy(data[next:], ch.Data)
+		next += ch.Len
+		if first.Len == 0 && first.TotalLen == 0 && first.Data == nil {
+			break // empty shard, end already read
+		}
+		f, err := cn.next()
+		if err != nil {
+			a.st.Abort(v)
+			return nil, badInput(err)
+		}
+		if _, ok := f.(*wire.End); ok {
+			break
+		}
+		if ch, ok = f.(*wire.Chunk); !ok {
+			a.st.Abort(v)
+			_, _ = drain(cn)
+			return nil, badInput(fmt.Errorf("save: %s frame among chunks", f.Type()))
+		}
+	}
+	if next != total {
+		a.st.Abort(v)
+		return nil, badInput(fmt.Errorf("save: %d of %d bytes arrived", next, total))
+	}
+	if format == FormatSafetensors {
+		if _, err := safetensors.Parse(data[:total]); err != nil {
+			a.st.Abort(v)
+			return nil, badInput(err)
+		}
+	}
+	return v, nil
+}
+
+// saveFile reads a file the trainer wrote in shared memory (e.g.
+// /dev/shm/...) into the in-progress buffer.
+func (a *Agent) saveFile(path string, iter int64, format string, wait time.Duration) (*store.Version, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("save: %w", err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if a.cfg.Memory > 0 && size > a.cfg.Memory {
+		return nil, fmt.Errorf("%s: a shard of %d bytes is larger than --memory (%d bytes): %w; nothing held was dropped", path, size, a.cfg.Memory, store.ErrTooBig)
+	}
+	if format == "" {
+		format = FormatRaw
+	}
+	if err := a.waitPrevious(wait); err != nil {
+		return nil, err
+	}
+	v, err := a.st.Begin(a.cfg.Rank, iter, size, format, a.cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(f, v.Data()); err != nil {
+		a.st.Abort(v)
+		return nil, fmt.Errorf("save: reading %s: %w", path, err)
+	}
+	if err := validateShard(format, v.Data()); err != nil {
+		a.st.Abort(v)
+		return nil, badInput(fmt.Errorf("%s: %w", path, err))
+	}
+	return v, nil
+}
+
+func validateShard(format string, b []byte) error {
+	switch format {
+	case FormatSafetensors:
+		_, err := safetensors.Parse(b)
+		return err
+	case FormatWire:
+		r := wire.NewReader(bytes.NewReader(b), wire.Limits{MaxPayload: int64(len(b)) + 1})
+		for {
+			if _, err := r.NextFrame(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startOwn seals v (when not nil: the shared-memory path, sealed off the
+// trainer's critical path) and replicates this rank's shard of iter to
+// its m−1 peers in the background; when every peer has sealed its copy it
+// tells every rank (the commit rule).
+func (a *Agent) startOwn(v *store.Version, iter int64) {
+	res := make(chan struct{})
+	if v != nil {
+		iter = v.Iter
+	}
+	a.mu.Lock()
+	a.ownIter, a.ownResult, a.ownErr = iter, res, nil
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		err := a.replicateOwn(v, iter)
+		a.mu.Lock()
+		a.ownErr = err
+		a.mu.Unlock()
+		close(res)
+		if err != nil {
+			a.log.Warn("replication failed: this iteration will not be committed; the previous committed one stays", "iter", iter, "err", err)
+			return
+		}
+		a.notifyDone(a.ctx, iter)
+	}()
+}
+
+func (a *Agent) replicateOwn(v *store.Version, iter int64) error {
+	if v != nil {
+		if err := a.st.Seal(v, 0); err != nil {
+			return err
+		}
+	}
+	dests := a.sends()
+	var base time.Time
+	if starts, lens := a.spans(); starts != nil {
+		// The chunks go in the idle spans of this iteration if its first
+		// span is still usable (the trainer saves right after its tick),
+		// else of the next one.
+		first := time.Duration((starts[0] + a.cfg.Interleave.Mu*lens[0]) * float64(time.Second))
+		base = a.tick.base(a.ctx, first, 10*time.Second)
+	}
+	errs := make([]error, len(dests))
+	done := make(chan int, len(dests))
+	start := time.Now()
+	for i, d := range dests {
+		go func(i, d int) {
+			defer func() { done <- i }()
+			base := base
+			for attempt := 0; attempt <= a.cfg.Retries; attempt++ {
+				pv := a.st.Get(a.cfg.Rank, iter)
+				if pv == nil {
+					errs[i] = fmt.Errorf("iteration %d vanished from the local store", iter)
+					return
+				}
+				err := a.sendReplica(a.ctx, d, pv, a.plan(pv.Len, i), base)
+				base = time.Time{} // a retry sends as fast as it can
+				a.st.Unpin(pv)
+				if err == nil {
+					errs[i] = nil
+					return
+				}
+				errs[i] = fmt.Errorf("to rank %d: %w", d, err)
+				atomic.AddInt64(&a.stats.ReplicationsFailed, 1)
+				if a.ctx.Err() != nil {
+					return
+				}
+				a.log.Warn("replication attempt failed", "iter", iter, "to", d, "attempt", attempt+1, "err", err)
+			}
+		}(i, d)
+	}
+	for range dests {
+		<-done
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	a.log.Info("shard replicated", "iter", iter, "to", dests, "elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// trainerWait waits for an iteration's global commit.
+func (a *Agent) trainerWait(cn *conn, meta map[string]string) error {
+	iter, err := metaInt(meta, kIter)
+	if err != nil {
+		return cn.sendError("bad_input", err)
+	}
+	d := a.commitWait(meta)
+	deadline := time.Now().Add(d)
+	for a.st.Committed() < iter {
+		a.mu.Lock()
+		failed := a.ownIter == iter && a.ownErr != nil
+		ferr := a.ownErr
+		a.mu.Unlock()
+		if failed {
+			return cn.sendError("failed", fmt.Errorf("iteration %d will not be committed: %v", iter, ferr))
+		}
+		if time.Now().After(deadline) {
+			return cn.sendError("timeout", fmt.Errorf("iteration %d not committed after %v: ranks %v have not reported their shard complete", iter, d, a.missingDone(iter)))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return cn.send(map[string]string{kOp: "ok", kCommitted: itoa(a.st.Committed())})
+}
+
+// trainerStatus reports the committed iteration, what is held, counters.
+func (a *Agent) trainerStatus(cn *conn) error {
+	used, limit := a.st.Used()
+	meta := map[string]string{kOp: "status", kRank: itoa(int64(a.cfg.Rank)), "world": itoa(int64(a.cfg.World)), kCommitted: itoa(a.st.Committed()),
+		"m": itoa(int64(a.cfg.M)), "strategy": a.place.Strategy, "sends_to": fmt.Sprint(a.sends()), "used": itoa(used), "memory": itoa(limit), "chunk": itoa(a.Chunk())}
+	var frames []wire.Frame
+	for _, in := range a.st.Inventory() {
+		frames = append(frames, &wire.Stats{Tool: "ckpt", Name: "version", Step: in.Iter, Rank: int64(in.Owner),
+			Values: map[string]float64{"len": float64(in.Len)}, Labels: map[string]string{"state": in.State, "format": in.Format, "xxh3": hex(in.XXH3)}})
+	}
+	frames = append(frames, &wire.Stats{Tool: "ckpt", Name: "counters", Rank: int64(a.cfg.Rank), Values: map[string]float64{
+		"bytes_sent": float64(atomic.LoadInt64(&a.stats.BytesSent)), "bytes_received": float64(atomic.LoadInt64(&a.stats.BytesReceived)),
+		"chunks_sent": float64(atomic.LoadInt64(&a.stats.ChunksSent)), "chunks_received": float64(atomic.LoadInt64(&a.stats.ChunksRecv)),
+		"crc_failures": float64(atomic.LoadInt64(&a.stats.CRCFailures)), "replications_failed": float64(atomic.LoadInt64(&a.stats.ReplicationsFailed)),
+		"replications_ok": float64(atomic.LoadInt64(&a.stats.ReplicationsOK)),
+	}})
+	return cn.send(meta, frames...)
+}
+
+// trainerRestore finds the iteration to restore (C-RC-1: the latest
+// globally committed one whose every shard has a live holder), then this
+// rank's shard in local memory, else in a peer's, and hands it over. It
+// returns what the trainer holds until "release".
+func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version, *store.Buffer, error) {
+	if _, err := cn.rest(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 4*a.cfg.Timeout)
+	defer cancel()
+	invs := a.inventories(ctx)
+	var dead []string
+	maxCommitted := int64(-1)
+	for _, in := range invs {
+		if in.err != nil {
+			dead = append(dead, fmt.Sprintf("rank %d (%v)", in.rank, in.err))
+			continue
+		}
+		maxCommitted = max(maxCommitted, in.committed)
+	}
+	target := maxCommitted
+	if s, ok := meta[kIter]; ok && meta[kLatest] != "1" {
+		it, err := metaInt(meta, kIter)
+		if err != nil {
+			return nil, nil, cn.sendError("bad_input", fmt.Errorf("restore: %v (%q)", err, s))
+		}
+		if it > maxCommitted {
+			return nil, nil, cn.sendError("missing", fmt.Errorf("iteration %d is not committed (the latest committed iteration among live agents is %d); a partial checkpoint is never restored", it, maxCommitted))
+		}
+		target = it
+	}
+	persistent := "falling back to persistent storage: none is configured (the persistent tier is not built yet), so there is nothing to restore"
+	if target < 0 {
+		return nil, nil, cn.sendError("missing", fmt.Errorf("no committed checkpoint in the memory of any live agent (unreachable: %s); %s", list(dead), persistent))
+	}
+	// Every rank's shard of target must be on a live holder, or no rank
+	// restores from memory (never mix iterations).
+	where := make([][]int, a.cfg.World)
+	for _, in := range invs {
+		if in.err != nil {
+			continue
+		}
+		for _, v := range in.versions {
+			if v.Iter == target && v.Owner >= 0 && v.Owner < a.cfg.World {
+				where[v.Owner] = append(where[v.Owner], in.rank)
+			}
+		}
+	}
+	var lost []string
+	for r, w := range where {
+		if len(w) == 0 {
+			lost = append(lost, fmt.Sprintf("rank %d (holders %v)", r, a.holders(r)))
+		}
+	}
+	if len(lost) > 0 {
+		return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s; unreachable: %s; every rank must restart from the same persistent iteration — %s",
+			target, strings.Join(lost, ", "), list(dead), persistent))
+	}
+	a.learnCommitted(target, a.cfg.Rank)
+	me := a.cfg.Rank
+	source := "local"
+	var data []byte
+	var sum uint64
+	var format string
+	var hv *store.Version
+	var tb *store.Buffer
+	if v := a.st.Get(me, target); v != nil {
+		hv, data, sum, format = v, v.Data(), v.XXH3, v.Format
+	} else {
+		// Peer memory: a group member first, in placement order.
+		cands := where[me]
+		sort.SliceStable(cands, func(i, j int) bool { return a.isHolder(me, cands[i]) && !a.isHolder(me, cands[j]) })
+		var errs []error
+		for _, r := range cands {
+			b, in, err := a.fetch(ctx, r, me, target)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			source = fmt.Sprintf("peer:%d", r)
+			// Keep it: this agent holds its rank's shard again (the next
+			// restore is local, and the slot can be re-replicated).
+			if v, err := a.st.Adopt(me, target, in.Len, in.XXH3, in.Format, b); err == nil {
+				hv, data, sum, format = v, v.Data(), v.XXH3, v.Format
+			} else {
+				a.log.Debug("fetched shard kept aside, not in the store", "err", err)
+				tb, data, sum, format = b, b.Bytes()[:in.Len], in.XXH3, in.Format
+			}
+			break
+		}
+		if tb == nil && hv == nil {
+			return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d of rank %d: every holder failed to send it: %v; %s", target, me, errors.Join(errs...), persistent))
+		}
+	}
+	release := func() {
+		if hv != nil {
+			a.st.Unpin(hv)
+		}
+		if tb != nil {
+			tb.Close()
+		}
+	}
+	if h := xxh3.Hash(data); h != sum {
+		release()
+		return nil, nil, cn.sendError("corrupt", fmt.Errorf("iteration %d of rank %d from %s: digest %016x, commit record says %016x; refusing to hand it over", target, me, source, h, sum))
+	}
+	a.log.Info("restoring", "iter", target, "source", source, "bytes", len(data))
+	rmeta := map[string]string{kOp: "ok", kIter: itoa(target), kLen: itoa(int64(len(data))), kXXH3: hex(sum), kFormat: format, kSource: source, kCommitted: itoa(maxCommitted)}
+	switch meta[kMode] {
+	case "shm":
+		if hv != nil {
+			rmeta[kPath] = hv.Path()
+		} else {
+			rmeta[kPath] = tb.Path()
+		}
+		// Held until "release" or the connection closes.
+		return hv, tb, cn.send(rmeta)
+	case "frames":
+		if format == FormatSafetensors {
+			ds, err := safetensors.Dense(data)
+			if err != nil {
+				release()
+				return nil, nil, cn.sendError("bad_input", err)
+			}
+			w := cn.writer(rmeta)
+			for _, d := range ds {
+				cn.arm()
+				if err := w.Write(d); err != nil {
+					release()
+					return nil, nil, err
+				}
+			}
+			err = w.Close()
+			release()
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, cn.flush()
+		}
+		if format != FormatWire {
+			release()
+			return nil, nil, cn.sendError("bad_input", fmt.Errorf("iteration %d was saved as %s bytes, not tensors; restore it as bytes or through shared memory", target, format))
+		}
+		r := wire.NewReader(bytes.NewReader(data), wire.Limits{MaxPayload: int64(len(data)) + 1})
+		w := cn.writer(rmeta)
+		var err error
+		for {
+			var f wire.Frame
+			if f, err = r.Next(); err != nil {
+				break
+			}
+			if err = w.Write(f); err != nil {
+				break
+			}
+		}
+		release()
+		if !errors.Is(err, io.EOF) {
+			return nil, nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, cn.flush()
+	default:
+		pv := &store.Version{Owner: me, Iter: target, Len: int64(len(data))}
+		err := sendBytes(cn, rmeta, pv, data, a.Chunk(), a.cfg.Run, me)
+		release()
+		return nil, nil, err
+	}
+}
+
+func (a *Agent) isHolder(owner, r int) bool {
+	for _, h := range a.holders(owner) {
+		if h == r {
+			return true
+		}
+	}
+	return false
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
+
+// sendBytes writes data as one message of chunk frames.
+func sendBytes(cn *conn, meta map[string]string, v *store.Version, data []byte, chunk int64, job string, rank int) error {
+	w := cn.writer(meta)
+	for off := int64(0); off < int64(len(data)); off += chunk {
+		n := min(chunk, int64(len(data))-off)
+		b := data[off : off+n]
+		cn.arm()
+		if err := w.Write(&wire.Chunk{Job: job, Iter: v.Iter, SrcRank: int64(rank), ReplicaOf: int64(v.Owner), Offset: off, Len: n, TotalLen: int64(len(data)), CRC32C: wire.CRC32C(b), Data: b}); err != nil {
+			return cn.wrap("send", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return cn.wrap("send", err)
+	}
+	return cn.flush()
+}
+
+// fetch pulls owner's shard of iter from rank r into a new buffer and
+// checks its digest.
+func (a *Agent) fetch(ctx context.Context, r, owner int, iter int64) (*store.Buffer, store.Info, error) {
+	cn, err := a.dial(ctx, r)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	defer cn.Close()
+	if err := cn.send(map[string]string{kOp: "fetch", kOwner: itoa(int64(owner)), kIter: itoa(iter), kCommitted: itoa(a.st.Committed())}); err != nil {
+		return nil, store.Info{}, err
+	}
+	meta, err := cn.header(a.cfg.Timeout)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	if meta[kOp] == "error" {
+		_, _ = cn.rest()
+		return nil, store.Info{}, &RemoteError{Who: cn.who, Code: meta[kCode], Msg: meta[kMsg]}
+	}
+	size, e1 := metaInt(meta, kLen)
+	sum, e2 := metaUint(meta, kXXH3)
+	if err := errors.Join(e1, e2); err != nil || size < 0 {
+		return nil, store.Info{}, fmt.Errorf("rank %d: bad shard header: %v", r, err)
+	}
+	if a.cfg.Memory > 0 && size > a.cfg.Memory {
+		return nil, store.Info{}, fmt.Errorf("rank %d: shard of %d bytes exceeds --memory %d", r, size, a.cfg.Memory)
+	}
+	b, err := store.NewBuffer(fmt.Sprintf("ckpt-restore-%d", iter), size)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	tv := &store.Version{Owner: owner, Iter: iter, Len: size}
+	if err := recvInto(cn, b.Bytes()[:size], tv, a.Chunk()); err != nil {
+		b.Close()
+		return nil, store.Info{}, err
+	}
+	if h := xxh3.Hash(b.Bytes()[:size]); h != sum {
+		b.Close()
+		return nil, store.Info{}, fmt.Errorf("rank %d: shard digest %016x, commit record %016x", r, h, sum)
+	}
+	return b, store.Info{Owner: owner, Iter: iter, Len: size, XXH3: sum, Format: meta[kFormat]}, nil
+}
+
+// recvInto reads a message's chunk frames into data.
+func recvInto(cn *conn, data []byte, v *store.Version, maxChunk int64) error {
+	var next int64
+	for {
+		f, err := cn.next()
+		if err != nil {
+			return err
+		}
+		switch f := f.(type) {
+		case *wire.End:
+			if next != int64(len(data)) {
+				return fmt.Errorf("%s: shard ended at byte %d of %d", cn.who, next, len(data))
+			}
+			return nil
+		case *wire.Chunk:
+			if f.ReplicaOf != int64(v.Owner) || f.Iter != v.Iter || f.TotalLen != int64(len(data)) || f.Offset != next || (maxChunk > 0 && f.Len > maxChunk) {
+				return fmt.Errorf("%s: unexpected chunk (rank %d, iteration %d, offset %d, len %d, total %d)", cn.who, f.ReplicaOf, f.Iter, f.Offset, f.Len, f.TotalLen)
+			}
+			copy(data[next:], f.Data)
+			next += f.Len
+		default:
+			return fmt.Errorf("%s: unexpected %s frame in a shard", cn.who, f.Type())
+		}
+	}
+}

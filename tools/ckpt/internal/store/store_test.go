@@ -1,0 +1,116 @@
+package store
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func fill(t *testing.T, s *Store, owner int, iter int64, b byte, n int64) *Version {
+	t.Helper()
+	v, err := s.Begin(owner, iter, n, "raw", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range v.Data() {
+		v.Data()[i] = b
+	}
+	return v
+}
+
+// C-RP-1 and C-RC-1: two versions per slot; a version is readable only
+// once sealed; the committed one is never overwritten.
+func TestDoubleBuffer(t *testing.T) {
+	s := New("test", 0)
+	defer s.Close()
+	v1 := fill(t, s, 0, 1, 1, 1000)
+	if s.Get(0, 1) != nil {
+		t.Fatal("an in-progress version is readable")
+	}
+	if err := s.Seal(v1, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.SetCommitted(1)
+	// Iteration 2 in progress, then abandoned: 1 stays.
+	v2 := fill(t, s, 0, 2, 2, 1000)
+	s.Abort(v2)
+	if g := s.Get(0, 2); g != nil {
+		t.Fatal("an aborted version is readable")
+	}
+	g := s.Get(0, 1)
+	if g == nil || g.Data()[0] != 1 {
+		t.Fatal("the committed version was lost")
+	}
+	s.Unpin(g)
+	// Iteration 2 complete but not committed; iteration 3 must overwrite
+	// 2's buffer... only once 2 is committed: with committed = 1, the new
+	// write goes over the non-committed one, keeping 1.
+	v2 = fill(t, s, 0, 2, 2, 1000)
+	if err := s.Seal(v2, 0); err != nil {
+		t.Fatal(err)
+	}
+	v3 := fill(t, s, 0, 3, 3, 1000)
+	if g := s.Get(0, 1); g == nil {
+		t.Fatal("committed iteration 1 overwritten by iteration 3 while 2 was not committed")
+	} else {
+		s.Unpin(g)
+	}
+	if err := s.Seal(v3, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.SetCommitted(3)
+	v4 := fill(t, s, 0, 4, 4, 1000)
+	if g := s.Get(0, 3); g == nil || g.Data()[999] != 3 {
+		t.Fatal("committed iteration 3 overwritten by 4")
+	} else {
+		s.Unpin(g)
+	}
+	// A digest mismatch never completes.
+	if err := s.Seal(v4, 12345); err == nil {
+		t.Fatal("seal with a wrong digest succeeded")
+	}
+	if s.Get(0, 4) != nil {
+		t.Fatal("a version with a bad digest is readable")
+	}
+	// Not newer than what is held: refused.
+	if _, err := s.Begin(0, 3, 10, "raw", time.Second); err == nil {
+		t.Fatal("an old iteration was accepted")
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	s := New("test", 3000)
+	defer s.Close()
+	v := fill(t, s, 0, 1, 1, 1000)
+	_ = s.Seal(v, 0)
+	v = fill(t, s, 1, 1, 1, 1000)
+	_ = s.Seal(v, 0)
+	_, err := s.Begin(0, 2, 2500, "raw", time.Second)
+	if !errors.Is(err, ErrTooBig) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if g := s.Get(0, 1); g == nil {
+		t.Fatal("a refused write dropped a version")
+	}
+	if used, _ := s.Used(); used != 2000 {
+		t.Fatalf("used %d, want 2000", used)
+	}
+}
+
+func TestPinnedNotOverwritten(t *testing.T) {
+	s := New("test", 0)
+	defer s.Close()
+	for i := int64(1); i <= 2; i++ {
+		v := fill(t, s, 0, i, byte(i), 100)
+		_ = s.Seal(v, 0)
+	}
+	s.SetCommitted(2)
+	g := s.Get(0, 1) // a reader holds iteration 1
+	if _, err := s.Begin(0, 3, 100, "raw", 50*time.Millisecond); err == nil {
+		t.Fatal("a pinned version was overwritten")
+	}
+	s.Unpin(g)
+	if _, err := s.Begin(0, 3, 100, "raw", time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

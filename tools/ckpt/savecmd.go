@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/agent"
+	"trainwire.dev/tools/ckpt/internal/safetensors"
+)
+
+// SaveCmd is `ckpt save`: hand one rank's state to the local agent.
+type SaveCmd struct {
+	AgentFlags
+	cli.WireFlags
+	Iter    int64         `required:"" help:"Iteration the state is of (must increase from save to save)."`
+	Input   string        `arg:"" optional:"" default:"-" help:"The state: a trainwire stream of tensor frames, a safetensors file, or raw bytes; - for stdin." type:"path"`
+	Format  string        `help:"Input format: auto (detect), wire, safetensors or raw." enum:"auto,wire,safetensors,raw" default:"auto"`
+	Shm     bool          `help:"The input is a file in shared memory (e.g. /dev/shm/state): the agent reads it itself, no copy through the socket."`
+	Wait    time.Duration `help:"Wait this long for the previous checkpoint's global commit (default: the agent's --commit-wait)." default:"-1ns"`
+	Commit  bool          `help:"Return only when this iteration is globally committed (every rank's shard on all its holders)."`
+	Timeout time.Duration `help:"Deadline for the agent's answers." default:"120s" env:"TRAINWIRE_TIMEOUT"`
+}
+
+// Run sends the state and reports where it went.
+func (c *SaveCmd) Run(rio *cli.IO) error {
+	env, socket, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	cl, err := agent.Dial(socket, c.Timeout, c.Limits())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	start := time.Now()
+	var res agent.Result
+	format := c.Format
+	if c.Shm {
+		if c.Input == "-" {
+			return cli.WithCode(cli.ExitUsage, errors.New("--shm needs the path of a file in shared memory, not stdin"))
+		}
+		if format == "auto" {
+			f, err := os.Open(c.Input)
+			if err != nil {
+				return err
+			}
+			format = detect(bufio.NewReader(f))
+			f.Close()
+		}
+		res, err = cl.SaveFile(c.Iter, format, c.Input, c.Wait)
+	} else {
+		in, closeIn, err := cli.OpenInput(c.Input, rio.Stdin)
+		if err != nil {
+			return err
+		}
+		defer closeIn()
+		br := bufio.NewReaderSize(in, 1<<20)
+		if format == "auto" {
+			format = detect(br)
+		}
+		switch format {
+		case "wire":
+			res, err = cl.SaveStream(c.Iter, wire.NewReader(br, c.Limits()), c.Wait)
+		default:
+			var data []byte
+			data, err = io.ReadAll(io.LimitReader(br, int64(c.MaxPayload)+1))
+			if err == nil && int64(len(data)) > int64(c.MaxPayload) {
+				err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("input larger than --max-payload (%d bytes)", c.MaxPayload))
+			}
+			if err == nil {
+				res, err = cl.SaveBytes(c.Iter, format, data, 8<<20, c.Wait)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	rio.Log.Info("saved to the local agent", "rank", env.Rank, "iter", c.Iter, "format", format, "bytes", res["len"], "stall", time.Since(start).Round(time.Microsecond))
+	if c.Commit {
+		if _, err := cl.Wait(c.Iter, c.Timeout); err != nil {
+			return err
+		}
+		rio.Log.Info("globally committed", "iter", c.Iter, "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// detect tells a trainwire stream (a msgpack map first), a safetensors
+// file (an 8-byte length, then '{') and raw bytes apart.
+func detect(br *bufio.Reader) string {
+	b, _ := br.Peek(9)
+	if len(b) > 0 && (b[0]&0xf0 == 0x80 || b[0] == 0xde || b[0] == 0xdf) {
+		return "wire"
+	}
+	if len(b) == 9 && b[8] == '{' && binary.LittleEndian.Uint64(b) < 100<<20 {
+		return "safetensors"
+	}
+	return "raw"
+}
+
+// RestoreCmd is `ckpt restore`.
+type RestoreCmd struct {
+	AgentFlags
+	cli.WireFlags
+	Latest  bool          `help:"The latest globally committed iteration (the default)."`
+	Iter    int64         `help:"This iteration (it must be committed; -1: the latest)." default:"-1"`
+	Output  string        `short:"o" help:"Write the state here; - for stdout." default:"-" type:"path"`
+	Format  string        `help:"bytes: exactly what was saved (stream, safetensors or raw); frames: the saved tensors as a trainwire stream; safetensors: as a safetensors file (from frames or safetensors)." enum:"bytes,frames,safetensors" default:"bytes"`
+	Shm     bool          `help:"Copy straight from the agent's shared memory into --output (a file, e.g. in /dev/shm), not through the socket."`
+	Timeout time.Duration `help:"Deadline for the agent's answers." default:"120s" env:"TRAINWIRE_TIMEOUT"`
+}
+
+// Run restores and says where the state came from.
+func (c *RestoreCmd) Run(rio *cli.IO) error {
+	env, socket, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	cl, err := agent.Dial(socket, c.Timeout, c.Limits())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	iter := c.Iter
+	if c.Latest {
+		if iter >= 0 {
+			return cli.WithCode(cli.ExitUsage, errors.New("give --latest or --iter, not both"))
+		}
+		iter = -1
+	}
+	var out io.Writer = rio.Stdout
+	var file *os.File
+	if c.Output != "-" {
+		file, err = os.Create(c.Output)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		out = file
+	}
+	bw := bufio.NewWriterSize(out, 1<<20)
+	start := time.Now()
+	var res agent.Result
+	switch {
+	case c.Shm:
+		if file == nil {
+			return cli.WithCode(cli.ExitUsage, errors.New("--shm needs --output FILE"))
+		}
+		res, err = cl.Restore(iter, "shm", nil, nil, nil, func(b []byte) error {
+			if err := file.Truncate(int64(len(b))); err != nil {
+				return err
+			}
+			_, err := file.WriteAt(b, 0)
+			return err
+		})
+	case c.Format == "frames":
+		w := wire.NewWriter(bw, "ckpt/"+cli.Version)
+		res, err = cl.Restore(iter, "frames", nil, w, nil, nil)
+		if err == nil {
+			err = w.Close()
+		}
+	case c.Format == "safetensors":
+		var ds []*wire.Dense
+		res, err = cl.Restore(iter, "frames", nil, nil, func(f wire.Frame) error {
+			d, ok := f.(*wire.Dense)
+			if !ok {
+				return fmt.Errorf("the checkpoint holds a %s frame; safetensors holds dense tensors only", f.Type())
+			}
+			ds = append(ds, d)
+			return nil
+		}, nil)
+		if err == nil {
+			err = safetensors.Write(bw, ds)
+		}
+	default:
+		res, err = cl.Restore(iter, "chunks", bw, nil, nil, nil)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	src := res["source"]
+	where := "local memory"
+	if len(src) > 5 && src[:5] == "peer:" {
+		where = "peer memory (rank " + src[5:] + ")"
+	}
+	fmt.Fprintf(rio.Stderr, "ckpt: rank %d restored iteration %s (%s bytes, %s) from %s in %v\n", env.Rank, res["iter"], res["len"], res["format"], where, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// StatusCmd is `ckpt status`.
+type StatusCmd struct {
+	AgentFlags
+	Format  string        `help:"Output: table or json." enum:"table,json" default:"table"`
+	Timeout time.Duration `help:"Deadline for the agent's answer." default:"30s" env:"TRAINWIRE_TIMEOUT"`
+}
+
+// Run prints the agent's committed iteration, versions and counters.
+func (c *StatusCmd) Run(rio *cli.IO) error {
+	_, socket, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	cl, err := agent.Dial(socket, c.Timeout, wire.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	meta, frames, err := cl.Status()
+	if err != nil {
+		return err
+	}
+	type ver struct {
+		Owner  int64  `json:"owner"`
+		Iter   int64  `json:"iter"`
+		Len    int64  `json:"len"`
+		State  string `json:"state"`
+		Format string `json:"format"`
+		XXH3   string `json:"xxh3"`
+	}
+	var vs []ver
+	var counters map[string]float64
+	for _, f := range frames {
+		if s, ok := f.(*wire.Stats); ok {
+			if s.Name == "version" {
+				vs = append(vs, ver{s.Rank, s.Step, int64(s.Values["len"]), s.Labels["state"], s.Labels["format"], s.Labels["xxh3"]})
+			} else if s.Name == "counters" {
+				counters = s.Values
+			}
+		}
+	}
+	if c.Format == "json" {
+		return writeJSON(rio.Stdout, map[string]any{"agent": meta, "versions": vs, "counters": counters})
+	}
+	fmt.Fprintf(rio.Stdout, "rank %s of %s, m=%s (%s, sends to %s), committed iteration %s, holding %s of %s bytes\n",
+		meta["rank"], meta["world"], meta["m"], meta["strategy"], meta["sends_to"], meta["committed"], meta["used"], meta["memory"])
+	for _, v := range vs {
+		fmt.Fprintf(rio.Stdout, "  rank %d  iter %d  %d bytes  %s  %s  xxh3 %s\n", v.Owner, v.Iter, v.Len, v.Format, v.State, v.XXH3)
+	}
+	if counters != nil {
+		fmt.Fprintf(rio.Stdout, "  sent %.0f bytes in %.0f chunks, received %.0f in %.0f; CRC failures %.0f; replications ok %.0f, failed %.0f\n",
+			counters["bytes_sent"], counters["chunks_sent"], counters["bytes_received"], counters["chunks_received"], counters["crc_failures"], counters["replications_ok"], counters["replications_failed"])
+	}
+	return nil
+}
