@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--double", required=True)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--extra", action="store_true")
+    ap.add_argument("--baseline", help="another profiler binary (an older build) to time on the base file, same run")
     ap.add_argument("--jsonl")
     a = ap.parse_args()
     size = os.path.getsize(a.base)
@@ -49,6 +50,8 @@ def main():
     ]
     if a.extra:
         cases.append(("profiler summary", a.base, [a.profiler, "summary", "--no-frames", a.base]))
+    if a.baseline:
+        cases.append(("baseline ingest --count", a.base, [a.baseline, "ingest", "--count", a.base]))
     for name, path, cmd in cases:
         print("running: %s" % name, file=sys.stderr, flush=True)
         r = best(cmd, a.repeat)
@@ -65,6 +68,9 @@ def main():
     print("speed vs json.load gc on:  %.1fx wall, %.1fx CPU" % (ours["mb_s"] / on["mb_s"], ours["cpu_mb_s"] / on["cpu_mb_s"]))
     print("memory vs json.load gc on: %.0fx less (target >= 20x); gc off: %.0fx less" % (on["rss_mb"] / ours["rss_mb"], off["rss_mb"] / ours["rss_mb"]))
     print("peak RSS when the file doubles: %.1f MB -> %.1f MB (%.2fx)" % (ours["rss_mb"], dbl["rss_mb"], dbl["rss_mb"] / ours["rss_mb"]))
+    if a.baseline:
+        b = rows[-1]
+        print("this build vs the baseline build: %.2fx less CPU, %.2fx wall" % (b["cpu_s"] / ours["cpu_s"], b["wall_s"] / ours["wall_s"]))
     with open("/proc/loadavg") as f:
         print("load average during the run: %s" % f.read().split()[0])
     if a.jsonl:

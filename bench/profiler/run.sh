@@ -9,7 +9,8 @@
 # Environment: PROFILER (default <repo>/bin/profiler, built if missing), TMPDIR_BENCH (default
 # /tmp; the traces are generated there and deleted at the end, never committed), OUT_DIR
 # (default <repo>/out/bench), REPEAT (runs per measurement, best kept; default 1), EXTRA=1 also
-# times `profiler summary` on the base file.
+# times `profiler summary` on the base file, BASELINE=PATH also times another profiler binary (an
+# older build) on the base file and prints the CPU ratio.
 #
 # Output: a table on stdout — wall-clock MB/s, CPU seconds (user+sys, which the shared machine's
 # load does not inflate), peak RSS, and the ratios against json.load gc off / gc on — and the raw
@@ -34,4 +35,4 @@ echo "generating $A and $B (synthetic Kineto traces)..." >&2
 $PY "$ROOT/bench/profiler/gen_trace.py" "$A" "$SIZE_MB"
 $PY "$ROOT/bench/profiler/gen_trace.py" "$B" "$((2 * SIZE_MB))"
 $PY "$ROOT/bench/profiler/measure.py" --profiler "$PROFILER" --base "$A" --double "$B" \
-  --repeat "${REPEAT:-1}" ${EXTRA:+--extra} --jsonl "$OUT_DIR/profiler.jsonl"
+  --repeat "${REPEAT:-1}" ${EXTRA:+--extra} ${BASELINE:+--baseline "$BASELINE"} --jsonl "$OUT_DIR/profiler.jsonl"

@@ -80,7 +80,20 @@ func (c *IngestCmd) Run(rio *cli.IO) error {
 			keys = append(keys, k)
 			total += v
 		}
-		sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := keys[i], keys[j]
+			if counts[a] != counts[b] {
+				return counts[a] > counts[b]
+			}
+			// ties in a fixed order (map order would shuffle them)
+			if a.format != b.format {
+				return a.format < b.format
+			}
+			if a.ph != b.ph {
+				return a.ph < b.ph
+			}
+			return a.class < b.class
+		})
 		fmt.Fprintf(rio.Stderr, "%-10s %-6s %-12s %12s\n", "format", "phase", "class", "events")
 		for _, k := range keys {
 			fmt.Fprintf(rio.Stderr, "%-10s %-6c %-12s %12d\n", k.format, k.ph, k.class, counts[k])

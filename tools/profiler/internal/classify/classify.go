@@ -12,6 +12,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unsafe"
 )
 
 // Class of an event.
@@ -94,6 +95,19 @@ type Classifier struct {
 	cache map[[2]string]Class
 	last  [2]string
 	lastC Class
+	// lastOK: last is set (a zero last would answer ("", "") wrongly)
+	lastOK bool
+	// byPtr answers for strings seen before by their data pointers
+	// (the trace reader interns names and categories): no hashing of
+	// their bytes. An entry holds its pointers, so they stay valid.
+	byPtr [256]ptrEntry
+}
+
+type ptrEntry struct {
+	name, cat  *byte
+	nlen, clen int
+	class      Class
+	valid      bool
 }
 
 // New compiles user rules (tried first) and, unless noDefaults, the
@@ -154,13 +168,26 @@ func ReadRules(r io.Reader) ([]Rule, error) {
 // Classify returns the class of an event. Complete events ('X') that no
 // rule matches are compute; anything else unmatched is Other.
 func (c *Classifier) Classify(name, cat string, ph byte) Class {
+	np, cp := unsafe.StringData(name), unsafe.StringData(cat)
+	h := (uintptr(unsafe.Pointer(np))>>4 ^ uintptr(unsafe.Pointer(cp))>>6 ^ uintptr(len(name))) % uintptr(len(c.byPtr))
+	e := &c.byPtr[h]
+	if e.name == np && e.cat == cp && e.nlen == len(name) && e.clen == len(cat) && e.valid {
+		return c.fallback(e.class, ph)
+	}
+	cl := c.classify(name, cat)
+	*e = ptrEntry{name: np, cat: cp, nlen: len(name), clen: len(cat), class: cl, valid: true}
+	return c.fallback(cl, ph)
+}
+
+// classify is Classify before the fallback, cached by value.
+func (c *Classifier) classify(name, cat string) Class {
 	key := [2]string{name, cat}
-	if key == c.last {
-		return c.fallback(c.lastC, ph)
+	if key == c.last && c.lastOK {
+		return c.lastC
 	}
 	if cl, ok := c.cache[key]; ok {
-		c.last, c.lastC = key, cl
-		return c.fallback(cl, ph)
+		c.last, c.lastC, c.lastOK = key, cl, true
+		return cl
 	}
 	cl := Class(255)
 	for _, r := range c.rules {
@@ -176,8 +203,8 @@ func (c *Classifier) Classify(name, cat string, ph byte) Class {
 	if len(c.cache) < 1<<18 {
 		c.cache[key] = cl
 	}
-	c.last, c.lastC = key, cl
-	return c.fallback(cl, ph)
+	c.last, c.lastC, c.lastOK = key, cl, true
+	return cl
 }
 
 func (c *Classifier) fallback(cl Class, ph byte) Class {

@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,31 @@ func TestUserRules(t *testing.T) {
 	}
 	if _, err := ReadRules(strings.NewReader(`[{"class":"sync","nmae":"x"}]`)); err == nil {
 		t.Error("unknown field accepted")
+	}
+}
+
+// TestPointerCache: the cache keyed by string pointers answers as the
+// rules do, for interned and fresh strings alike, past its size.
+func TestPointerCache(t *testing.T) {
+	c, err := New(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ampere_sgemm_128x64_tn", "Memcpy DtoH", "cudaLaunchKernel", "aten::add_", ""}
+	cats := []string{"kernel", "gpu_memcpy", "cuda_runtime", "cpu_op", ""}
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 400; i++ {
+			name := names[i%len(names)]
+			if i%7 == 0 {
+				name = fmt.Sprintf("%s%d", name, i) // fresh strings, many of them
+			}
+			cat := cats[i%len(cats)]
+			fresh, _ := New(nil, false)
+			for _, ph := range []byte{'X', 'i'} {
+				if got, want := c.Classify(name, cat, ph), fresh.Classify(name, cat, ph); got != want {
+					t.Fatalf("Classify(%q, %q, %c) = %v, want %v", name, cat, ph, got, want)
+				}
+			}
+		}
 	}
 }

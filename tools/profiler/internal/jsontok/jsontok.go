@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -504,14 +503,15 @@ func scanNumber(b []byte, p *numParts) (n int, ok, done bool) {
 // Scaled returns the current Number times 10^scale (0 ≤ scale ≤ 9),
 // rounded half away from zero, as ParseScaled does, without reading the
 // digits again.
-func (s *Scanner) Scaled(scale int) (int64, bool) {
-	p := &s.parts
+func (s *Scanner) Scaled(scale int) (int64, bool) { return scaled(&s.parts, s.tok, scale) }
+
+func scaled(p *numParts, tok []byte, scale int) (int64, bool) {
 	if !p.simple || scale < 0 || scale > 9 {
-		return ParseScaled(s.tok, scale)
+		return ParseScaled(tok, scale)
 	}
 	pw := pow10[scale]
-	if p.ip > (math.MaxInt64-pw)/pw {
-		return ParseScaled(s.tok, scale)
+	if p.ip > maxScaled[scale] {
+		return ParseScaled(tok, scale)
 	}
 	f, fd := p.frac, p.fd
 	round := false
@@ -935,6 +935,7 @@ func init() {
 	for _, c := range []byte(`"\\/bfnrtu`) {
 		validEscape[c] = true
 	}
+	initSkipClass()
 }
 
 func quote(c byte) string {

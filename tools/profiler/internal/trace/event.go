@@ -80,11 +80,16 @@ type Arg struct {
 // End returns TS + Dur.
 func (e *Event) End() int64 { return e.TS + e.Dur }
 
+// blank is a reset Event (copied in one go: a composite literal would be
+// built on the stack first).
+var blank = Event{PID: -1, TID: -1, Stream: -1, Corr: -1, ExtID: -1, FlowID: -1, Device: -1,
+	InNelems: -1, OutNelems: -1, GroupSize: -1, Seq: -1, Bytes: -1, Addr: -1,
+	TotalAllocated: -1, TotalReserved: -1, InNumel: -1}
+
 func (e *Event) reset() {
 	args := e.Args[:0]
-	*e = Event{PID: -1, TID: -1, Stream: -1, Corr: -1, ExtID: -1, FlowID: -1, Device: -1,
-		InNelems: -1, OutNelems: -1, GroupSize: -1, Seq: -1, Bytes: -1, Addr: -1,
-		TotalAllocated: -1, TotalReserved: -1, InNumel: -1, Args: args}
+	*e = blank
+	e.Args = args
 }
 
 // Clone returns a copy that does not share Args with e.

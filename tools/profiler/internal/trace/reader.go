@@ -22,6 +22,10 @@ type Options struct {
 	// goroutine cuts it into batches of whole events); 0 or 1 reads on the
 	// caller's goroutine.
 	Workers int
+
+	// bufSize is the scanner's buffer size (tests: small buffers make
+	// events straddle refills).
+	bufSize int
 }
 
 // Info is what a Reader learned about its file. Fields filled from keys
@@ -104,7 +108,7 @@ func NewReader(r io.Reader, opt Options) *Reader {
 	if opt.MaxOpen <= 0 {
 		opt.MaxOpen = 1 << 20
 	}
-	s := jsontok.New(r, jsontok.Options{MaxToken: opt.MaxToken, Unterminated: true})
+	s := jsontok.New(r, jsontok.Options{BufSize: opt.bufSize, MaxToken: opt.MaxToken, Unterminated: true})
 	return &Reader{
 		s:     s,
 		p:     parser{s: s, keepArgs: opt.KeepArgs, intern: make(map[string]string, 1024)},
@@ -126,16 +130,30 @@ type parser struct {
 	s        *jsontok.Scanner
 	keepArgs bool
 	intern   map[string]string
+	// slow turns the fast path off (tests compare both).
+	slow bool
+	// recent caches interned strings by a cheap hash of their bytes.
+	recent [256]string
 }
 
 func (r *parser) str(b []byte) string {
-	if s, ok := r.intern[string(b)]; ok {
+	if len(b) == 0 {
+		return ""
+	}
+	// a direct-mapped cache in front of the map: the few names and
+	// categories that make most events cost a compare, not a hash
+	h := (uint(len(b))*0x9e3779b1 ^ uint(b[0])<<3 ^ uint(b[len(b)-1])<<7 ^ uint(b[len(b)>>1])) % uint(len(r.recent))
+	if s := r.recent[h]; s == string(b) {
 		return s
 	}
-	s := string(b)
-	if len(r.intern) < 1<<20 && len(b) <= 4096 {
-		r.intern[s] = s
+	s, ok := r.intern[string(b)]
+	if !ok {
+		s = string(b)
+		if len(r.intern) < 1<<20 && len(b) <= 4096 {
+			r.intern[s] = s
+		}
 	}
+	r.recent[h] = s
 	return s
 }
 
@@ -382,6 +400,12 @@ func (r *Reader) event() (*Event, error) {
 
 // fields reads an event object's fields (its '{' consumed) into ev.
 func (r *parser) fields(ev *Event) (hasTS, hasDur bool, err error) {
+	if !r.slow {
+		if hasTS, hasDur, ok := r.fastFields(ev); ok {
+			return hasTS, hasDur, nil
+		}
+		ev.reset()
+	}
 	for {
 		k, err := r.s.Next()
 		if err != nil {
