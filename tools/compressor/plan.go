@@ -144,7 +144,7 @@ func (c *PlanCmd) instance(rio *cli.IO) (*espresso.Instance, map[string]string, 
 		if errors.Is(err, costmodel.ErrCluster) {
 			return nil, nil, badInput("%s: %v", c.Cluster, err)
 		}
-		return nil, nil, badInput("%s: %v", name(c.Model), err)
+		return nil, nil, badInput("%s: %v", cli.InputName(c.Model), err)
 	}
 	return in, desc, nil
 }
@@ -316,62 +316,15 @@ func (c *PlanCmd) codecTimes(costs *espresso.Costs, desc map[string]string) erro
 	return nil
 }
 
-func name(s string) string {
-	if s == "-" || s == "" {
-		return "stdin"
-	}
-	return s
-}
-
-// jsonModel is the model frame's keys, for models written by hand (the
-// same form fuser reads).
-type jsonModel struct {
-	Name      string `json:"name"`
-	ForwardNS int64  `json:"forward_ns"`
-	Grads     []struct {
-		Name      string `json:"name"`
-		Bytes     int64  `json:"bytes"`
-		Numel     int64  `json:"numel"`
-		DType     string `json:"dtype"`
-		ReadyNS   int64  `json:"ready_ns"`
-		ComputeNS int64  `json:"compute_ns"`
-	} `json:"grads"`
-}
-
 // readJob reads the timing model.
 func (c *PlanCmd) readJob(rio *cli.IO) (espresso.Job, error) {
-	var m *wire.Model
-	if strings.HasSuffix(c.Model, ".json") {
-		b, err := os.ReadFile(c.Model)
-		if err != nil {
-			return espresso.Job{}, err
-		}
-		var j jsonModel
-		if err := json.Unmarshal(b, &j); err != nil {
-			return espresso.Job{}, badInput("%s: %v", c.Model, err)
-		}
-		m = &wire.Model{Name: j.Name, ForwardNS: j.ForwardNS}
-		for _, g := range j.Grads {
-			m.Grads = append(m.Grads, wire.Grad{Name: g.Name, Bytes: g.Bytes, Numel: g.Numel, DType: wire.DType(g.DType),
-				ReadyNS: g.ReadyNS, ComputeNS: g.ComputeNS})
-		}
-	} else {
-		err := cli.EachFrame([]string{c.Model}, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
-			if mf, ok := f.(*wire.Model); ok && m == nil {
-				m = mf
-			}
-			return nil
-		})
-		if err != nil {
-			return espresso.Job{}, err
-		}
-		if m == nil {
-			return espresso.Job{}, badInput("%s: no model frame in the stream", name(c.Model))
-		}
+	m, err := cli.ReadModel(c.Model, rio.Stdin, c.Limits())
+	if err != nil {
+		return espresso.Job{}, err
 	}
 	job := espresso.Job{Name: m.Name, ForwardNS: float64(m.ForwardNS), UpdateNS: c.UpdateUS * 1e3}
 	if m.ForwardNS < 0 {
-		return job, badInput("%s: forward_ns %d is negative", name(c.Model), m.ForwardNS)
+		return job, badInput("%s: forward_ns %d is negative", cli.InputName(c.Model), m.ForwardNS)
 	}
 	for i, g := range m.Grads {
 		n := g.Numel
@@ -381,20 +334,20 @@ func (c *PlanCmd) readJob(rio *cli.IO) (espresso.Job, error) {
 				sz = int64(g.DType.Size())
 			}
 			if sz <= 0 || g.Bytes%sz != 0 {
-				return job, badInput("%s: gradient %d (%s): bytes %d is not a whole number of %s elements", name(c.Model), i, g.Name, g.Bytes, g.DType)
+				return job, badInput("%s: gradient %d (%s): bytes %d is not a whole number of %s elements", cli.InputName(c.Model), i, g.Name, g.Bytes, g.DType)
 			}
 			n = g.Bytes / sz
 		}
 		if n <= 0 {
-			return job, badInput("%s: gradient %d (%s): no size (numel %d, bytes %d)", name(c.Model), i, g.Name, g.Numel, g.Bytes)
+			return job, badInput("%s: gradient %d (%s): no size (numel %d, bytes %d)", cli.InputName(c.Model), i, g.Name, g.Numel, g.Bytes)
 		}
 		if g.ReadyNS < 0 || g.ComputeNS < 0 {
-			return job, badInput("%s: gradient %d (%s): ready_ns %d and compute_ns %d must not be negative", name(c.Model), i, g.Name, g.ReadyNS, g.ComputeNS)
+			return job, badInput("%s: gradient %d (%s): ready_ns %d and compute_ns %d must not be negative", cli.InputName(c.Model), i, g.Name, g.ReadyNS, g.ComputeNS)
 		}
 		job.Grads = append(job.Grads, espresso.Grad{Name: g.Name, Numel: n, ReadyNS: float64(g.ReadyNS), ComputeNS: float64(g.ComputeNS)})
 	}
 	if len(job.Grads) == 0 {
-		return job, badInput("%s: model %q has no gradients", name(c.Model), m.Name)
+		return job, badInput("%s: model %q has no gradients", cli.InputName(c.Model), m.Name)
 	}
 	return job, nil
 }

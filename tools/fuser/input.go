@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/costmodel"
@@ -72,81 +70,7 @@ func (f *ModelFlags) load(rio *cli.IO) (*fusion.Problem, *wire.Model, map[string
 }
 
 func (f *ModelFlags) readModel(rio *cli.IO) (*wire.Model, error) {
-	in, closeIn, err := cli.OpenInput(f.Model, rio.Stdin)
-	if err != nil {
-		return nil, err
-	}
-	defer closeIn()
-	if strings.HasSuffix(f.Model, ".json") {
-		var m wire.Model
-		dec := json.NewDecoder(io.LimitReader(in, 256<<20))
-		var raw jsonModel
-		if err := dec.Decode(&raw); err != nil {
-			return nil, badInput("%s: %v", f.Model, err)
-		}
-		m = raw.model()
-		return &m, nil
-	}
-	r := wire.NewReader(in, f.Limits())
-	var model *wire.Model
-	for {
-		fr, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err // a *wire.DecodeError: exit 2, no plan
-		}
-		if mf, ok := fr.(*wire.Model); ok && model == nil {
-			model = mf
-		}
-	}
-	if model == nil {
-		return nil, badInput("%s: no model frame in the stream", name(f.Model))
-	}
-	return model, nil
-}
-
-func name(s string) string {
-	if s == "-" || s == "" {
-		return "stdin"
-	}
-	return s
-}
-
-// jsonModel is the model frame's keys, for models written by hand.
-type jsonModel struct {
-	Name      string `json:"name"`
-	World     int64  `json:"world"`
-	Iters     int64  `json:"iters"`
-	IterNS    int64  `json:"iter_ns"`
-	ForwardNS int64  `json:"forward_ns"`
-	Grads     []struct {
-		Name      string `json:"name"`
-		Bytes     int64  `json:"bytes"`
-		Numel     int64  `json:"numel"`
-		DType     string `json:"dtype"`
-		ReadyNS   int64  `json:"ready_ns"`
-		ComputeNS int64  `json:"compute_ns"`
-	} `json:"grads"`
-	Comm []struct {
-		Op    string `json:"op"`
-		Bytes int64  `json:"bytes"`
-		NS    int64  `json:"ns"`
-		World int64  `json:"world"`
-	} `json:"comm"`
-}
-
-func (j jsonModel) model() wire.Model {
-	m := wire.Model{Name: j.Name, World: j.World, Iters: j.Iters, IterNS: j.IterNS, ForwardNS: j.ForwardNS}
-	for _, g := range j.Grads {
-		m.Grads = append(m.Grads, wire.Grad{Name: g.Name, Bytes: g.Bytes, Numel: g.Numel, DType: wire.DType(g.DType),
-			ReadyNS: g.ReadyNS, ComputeNS: g.ComputeNS})
-	}
-	for _, c := range j.Comm {
-		m.Comm = append(m.Comm, wire.CommSample{Op: c.Op, Bytes: c.Bytes, NS: c.NS, World: c.World})
-	}
-	return m
+	return cli.ReadModel(f.Model, rio.Stdin, f.Limits())
 }
 
 // cost builds one cost model (ns as a function of bytes): from α and rate
