@@ -21,8 +21,17 @@ type Options struct {
 	K int64
 	// Seed keys every random draw together with the tensor's name and step.
 	Seed uint64
-	// Levels is QSGD's s (1..127). Default 64.
+	// Levels is QSGD's s (1..32767). Default 64. Up to 127 the codes are
+	// int8; above, int16 (the "wide" encoding).
 	Levels int64
+	// DGCWarmup is dgc's warm-up: steps per stage of the density schedule
+	// 25%, 6.25%, 1.5625%, 0.390625% before the codec's own ratio; 0
+	// (default) is off.
+	DGCWarmup int64
+	// Clip is TernGrad's gradient clipping factor c: before ternarising,
+	// |x| is bounded by c·σ (σ the standard deviation of the tensor's
+	// elements); TernGrad uses 2.5. 0 (default) turns clipping off.
+	Clip float64
 	// Threshold is threshold's τ: elements with |x| ≥ τ are sent. Default 0.01.
 	Threshold float64
 	// Samplings is MSTopK's N, the threshold probes. Default 30.

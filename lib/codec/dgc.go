@@ -18,18 +18,43 @@ import (
 // elements reach it; the exact top-k of those candidates is sent (DGC's
 // hierarchical selection). If 10 rounds do not reach k it falls back to
 // exact top-k. Momentum correction and masking are the "dgc" memory.
+//
+// With warmup W > 0 (param "warmup", absent when off) the density follows
+// DGC's warm-up schedule: at step s < 4W it is max(ratio, 4^−(⌊s/W⌋+1))
+// — 25%, 6.25%, 1.5625%, 0.390625% (sparsity 75% → 93.75% → 98.4375% →
+// 99.6%), W steps each — and k = max(k, ceil(density·d)); from step 4W
+// on (and for negative steps) the codec's own k. The size is still a pure
+// function of (shape, params, step); Size reports the steady state.
 type dgc struct {
 	kParams
 	seed    uint64
+	warmup  int64
 	workers int
+}
+
+// kAt is the k of a frame of d elements at step.
+func (c *dgc) kAt(d, step int64) int64 {
+	k := KFor(d, c.ratio, c.k)
+	if c.warmup > 0 && step >= 0 && step < 4*c.warmup {
+		dens := math.Pow(0.25, float64(step/c.warmup+1))
+		k = max(k, KFor(d, dens, 0))
+	}
+	return k
 }
 
 func (c *dgc) Algo() string { return "dgc" }
 func (c *dgc) Params() map[string]any {
-	return c.params(map[string]any{"seed": seedParam(c.seed)})
+	m := c.params(map[string]any{"seed": seedParam(c.seed)})
+	if c.warmup > 0 {
+		m["warmup"] = c.warmup
+	}
+	return m
 }
-func (c *dgc) Size(shape []int64) int64       { return 8 * c.kFor(shape) }
-func (c *dgc) check(f *wire.Compressed) error { return checkSparse(f, c.kFor(f.Shape)) }
+func (c *dgc) Size(shape []int64) int64 { return 8 * c.kFor(shape) }
+func (c *dgc) check(f *wire.Compressed) error {
+	d, _ := numel(f.Shape)
+	return checkSparse(f, c.kAt(d, f.Step))
+}
 func (c *dgc) decode(f *wire.Compressed, dst []float32) error {
 	decodeSparse(f, dst)
 	return nil
@@ -39,7 +64,7 @@ func (c *dgc) Encode(in Input) (*wire.Compressed, error) {
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}
-	k := int(KFor(int64(len(in.Data)), c.ratio, c.k))
+	k := int(c.kAt(int64(len(in.Data)), in.Step))
 	idx, _ := DGCSelect(in.Data, k, rng.Key(c.seed, in.Step, in.Name, rng.PurposeSample), c.workers)
 	return sparseFrame(c, in, idx), nil
 }
@@ -111,11 +136,16 @@ func DGCSelect(x []float32, k int, key uint64, nworkers int) ([]uint32, float32)
 func init() {
 	register(factory{
 		info: Info{Algo: "dgc", Kind: "sparsification",
-			Params:      map[string]string{"ratio": "0.01", "k": "0 (from ratio)", "seed": "0"},
-			SizeFormula: "8k, k = ceil(ratio·d) or --k, in [1, d]",
+			Params:      map[string]string{"ratio": "0.01", "k": "0 (from ratio)", "seed": "0", "warmup": "0 (off; steps per warm-up stage)"},
+			SizeFormula: "8k, k = ceil(ratio·d) or --k, in [1, d] (warm-up: k = max(k, ceil(4^−(⌊step/warmup⌋+1)·d)) for step < 4·warmup)",
 			Summable:    "sparse sum (as topk)",
 			Doc:         "DGC: sampled threshold (≤10 ×0.8 rounds), exact top-k of the candidates; use --memory dgc for momentum correction"},
-		fromOptions: func(o Options) (Codec, error) { return &dgc{kParams{o.Ratio, o.K}, o.Seed, o.Workers}, nil },
+		fromOptions: func(o Options) (Codec, error) {
+			if o.DGCWarmup < 0 {
+				return nil, fmt.Errorf("codec: dgc: warmup %d is negative", o.DGCWarmup)
+			}
+			return &dgc{kParams{o.Ratio, o.K}, o.Seed, o.DGCWarmup, o.Workers}, nil
+		},
 		fromParams: func(m map[string]any) (Codec, error) {
 			p, err := readK(m)
 			if err != nil {
@@ -125,7 +155,13 @@ func init() {
 			if err != nil {
 				return nil, fmt.Errorf("%w", err)
 			}
-			return &dgc{kParams: p, seed: s}, nil
+			c := &dgc{kParams: p, seed: s}
+			if _, ok := m["warmup"]; ok {
+				if c.warmup, err = pInt(m, "warmup", 1, math.MaxInt32); err != nil {
+					return nil, err
+				}
+			}
+			return c, nil
 		},
 	})
 }

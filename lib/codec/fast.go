@@ -45,8 +45,20 @@ func packSignBitsW(dst []byte, w []uint64) bool {
 	return bad&signs2 == 0
 }
 
-// signBitsInto packs x into dst with the fastest kernel that applies.
+// signBitsInto packs x into dst with the fastest kernel that applies:
+// signBitsAVX2 for the leading multiple of 32 elements where the CPU has
+// AVX2, signBitsGo for the rest (and everything elsewhere).
 func signBitsInto(dst []byte, x []float32) bool {
+	if haveAVX2 && len(x) >= 32 {
+		k := len(x) / 32 * 32
+		bad := signBitsAVX2(&dst[0], &x[0], k)
+		return signBitsGo(dst[k/8:], x[k:]) && !bad
+	}
+	return signBitsGo(dst, x)
+}
+
+// signBitsGo is signBitsInto in pure Go (packSignBitsW on aligned words).
+func signBitsGo(dst []byte, x []float32) bool {
 	n8 := len(x) / 8 * 8
 	if w, ok := words(x[:n8]); ok && n8 > 0 {
 		ok1 := packSignBitsW(dst, w)
@@ -99,8 +111,27 @@ func f16Slow(dst []uint32, w []uint64) {
 	}
 }
 
-// f16Into converts x to halves in dst (2 bytes each).
+// f16Into converts x to halves in dst (2 bytes each): f16AVX for the
+// leading multiple of 8 elements where the CPU has F16C, f16Go for the
+// rest (and everything elsewhere).
 func f16Into(dst []byte, x []float32) bool {
+	if haveF16C && len(x) >= 8 {
+		k := len(x) / 8 * 8
+		bad := f16AVX(&dst[0], &x[0], k)
+		ok := true
+		if k < len(x) {
+			ok = f16Go(dst[2*k:], x[k:])
+		}
+		return ok && !bad
+	}
+	return f16Go(dst, x)
+}
+
+// f16Go is f16Into in pure Go (f16Words on aligned pairs).
+func f16Go(dst []byte, x []float32) bool {
+	if len(x) == 0 {
+		return true
+	}
 	n2 := len(x) / 2 * 2
 	if w, ok := words(x[:n2]); ok && uintptr(unsafe.Pointer(&dst[0]))%4 == 0 {
 		d := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), n2/2)
@@ -129,7 +160,23 @@ func (s *wyrand) next() uint64 {
 // 8.24 fixed point (sc24 = s/‖x‖·2^24, clamped to s·2^24); the level is
 // t>>24, rounded up when the 24-bit uniform u < t & 0xffffff. The uniforms
 // come two per 64-bit output of a wyrand seeded with rng.Draw(key, block).
+//
+// With AVX2 and a finite sc24 (so that every |x|·sc24 ≤ s·2^24·(1+2^-23)
+// converts the same way in both), qsgdAVX2 takes the leading multiple of
+// 16 elements and qsgdBlockGo the rest, from the generator state it left.
 func qsgdBlock(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64) {
+	k := 0
+	if haveAVX2 && len(x) >= 16 && !math.IsInf(float64(sc24), 0) && maxT <= 127<<24 {
+		k = len(x) / 16 * 16
+		seed = qsgdAVX2(&codes[0], &x[0], k, sc24, maxT, seed)
+	}
+	if k < len(x) {
+		qsgdBlockGo(codes[k:], x[k:], sc24, maxT, seed)
+	}
+}
+
+// qsgdBlockGo is qsgdBlock in pure Go.
+func qsgdBlockGo(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64) {
 	g := wyrand(seed)
 	n := len(x)
 	_ = codes[n-1]
@@ -150,6 +197,28 @@ func qsgdOne(v float32, sc24 float32, maxT uint32, u uint32) byte {
 	l := int32(t>>24) + int32((u-(t&0xffffff))>>31)
 	s := int32(b) >> 31
 	return byte((l ^ s) - s)
+}
+
+// sumSquaresBlocks is blockReduce(x, nworkers, sumSquaresGo): Σx² per
+// fixed block, each in sumSquaresGo's order; with AVX2 eight whole blocks
+// at a time go through sumSquares8AVX2.
+func sumSquaresBlocks(x []float32, nworkers int) []float64 {
+	nb := (len(x) + blockLen - 1) / blockLen
+	out := make([]float64, nb)
+	cs := chunks(nb, max(1, min(workersFor(nworkers), nb)), 1)
+	full := len(x) / blockLen // blocks of exactly blockLen
+	parallel(cs, func(_ int, lo, hi int) {
+		b := lo
+		if haveAVX2 {
+			for ; b+8 <= min(hi, full); b += 8 {
+				sumSquares8AVX2(&x[b*blockLen], blockLen, (*[8]float64)(out[b:]))
+			}
+		}
+		for ; b < hi; b++ {
+			out[b] = sumSquaresGo(x[b*blockLen : min((b+1)*blockLen, len(x))])
+		}
+	})
+	return out
 }
 
 // splitSums returns the sums of the elements with the sign bit set and
@@ -184,8 +253,23 @@ func splitSums(x []float32) (neg, pos float64, nneg int) {
 
 // signSums packs 1 − signbit(x) into dst (as packSignBits) and returns Σx
 // and Σ|x|, from float32 partial sums of 8 added to float64 in order;
-// false if x holds a non-finite value.
+// false if x holds a non-finite value. It takes signSumsAVX2 for the
+// leading multiple of 32 elements where the CPU has it, signSumsGo for
+// the rest (and everything elsewhere): the results are the same bits.
 func signSums(dst []byte, x []float32) (ok bool, sum, sumAbs float64) {
+	k := 0
+	bad := false
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		bad, sum, sumAbs = signSumsAVX2(&dst[0], &x[0], k)
+	}
+	ok, sum, sumAbs = signSumsGo(dst[k/8:], x[k:], sum, sumAbs)
+	return ok && !bad, sum, sumAbs
+}
+
+// signSumsGo is signSums in pure Go, continuing the sums sum0, sumAbs0.
+func signSumsGo(dst []byte, x []float32, sum0, sumAbs0 float64) (ok bool, sum, sumAbs float64) {
+	sum, sumAbs = sum0, sumAbs0
 	n8 := len(x) / 8
 	if n8 > 0 {
 		if w, aligned := words(x[:8*n8]); aligned {

@@ -14,6 +14,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint8(3), uint16(9), uint8(1), []byte{0xff, 0x01}, int8(-1), false)
 	f.Add(uint8(7), uint16(1000), uint8(2), []byte{0x80, 0x80, 0x80}, int8(1), true)
 	f.Add(uint8(11), uint16(64), uint8(3), []byte{0x7f, 0, 0, 0x80}, int8(0), true)
+	f.Add(uint8(5), uint16(300), uint8(0x81), []byte{0xff, 0x7f}, int8(0), false)
 	algos := Algos()
 	f.Fuzz(func(t *testing.T, a uint8, d uint16, pi uint8, flip []byte, dlen int8, reshape bool) {
 		algo := algos[int(a)%len(algos)]
@@ -22,7 +23,11 @@ func FuzzDecode(f *testing.F) {
 		if reshape && n%4 == 0 && n > 0 {
 			shape = []int64{4, int64(n / 4)}
 		}
-		c, err := New(algo, Options{Ratio: 0.05, Rank: 2})
+		o := Options{Ratio: 0.05, Rank: 2}
+		if pi&0x80 != 0 { // the opt-in encodings: wide qsgd, clipped terngrad, dgc warm-up
+			o.Levels, o.Clip, o.DGCWarmup = 1000, 2.5, 3
+		}
+		c, err := New(algo, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +74,9 @@ func FuzzFromParams(f *testing.F) {
 		algo := algos[int(a)%len(algos)]
 		m := map[string]any{"ratio": fv, "k": iv, "seed": iv, "samplings": iv, "levels": iv, "rank": iv,
 			"threshold": fv, "momentum": fv, "unbiased": bv}
+		if bv { // the opt-in params
+			m["clip"], m["warmup"] = fv, iv
+		}
 		fr := &wire.Compressed{Name: "w", Algo: algo, Params: m, DType: wire.F32, Shape: []int64{10}}
 		_, _ = Decode(fr, nil)
 	})

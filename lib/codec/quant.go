@@ -131,8 +131,9 @@ func signBits(x []float32, nworkers int) ([]byte, bool) {
 	return b, true
 }
 
-// sumSquares sums x² in float64.
-func sumSquares(x []float32) float64 {
+// sumSquaresGo sums x² in float64: even and odd elements in two chains,
+// added at the end (sumSquaresBlocks runs it per block).
+func sumSquaresGo(x []float32) float64 {
 	var a, b float64
 	i := 0
 	for ; i+2 <= len(x); i += 2 {
@@ -181,7 +182,13 @@ func (c *onebit) Encode(in Input) (*wire.Compressed, error) {
 	// padding zero, and count the negatives (−0 among them).
 	n := len(b)
 	np := 0
-	for j := range b {
+	j := 0
+	for ; j+8 <= n; j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		np += bits.OnesCount64(w)
+		binary.LittleEndian.PutUint64(b[j:], ^w)
+	}
+	for ; j < n; j++ {
 		np += bits.OnesCount8(b[j])
 		b[j] = ^b[j]
 	}
@@ -217,13 +224,26 @@ func (c *onebit) decode(f *wire.Compressed, dst []float32) error {
 // probability |x_i|/s (u_i < |x_i|/s, u_i the 24-bit uniform of draw i of
 // the stream (seed, name, step)), else 0. Part "bits" holds two planes of
 // ceil(d/8) bytes, plane 1 = (t > 0), plane 2 = (t < 0); part "scale" s.
+//
+// With clip c > 0 (param "clip", absent when off), s = min(max|x|,
+// float32(c·σ)) where σ is the population standard deviation of x (two
+// passes in float64 over fixed blocks: mean, then Σ(x−mean)²); elements
+// beyond s are sent as ±s with probability 1, so the result is an
+// unbiased estimate of the clipped tensor (TernGrad's §3.3 with c = 2.5).
 type terngrad struct {
 	seed    uint64
+	clip    float64
 	workers int
 }
 
-func (c *terngrad) Algo() string             { return "terngrad" }
-func (c *terngrad) Params() map[string]any   { return map[string]any{"seed": seedParam(c.seed)} }
+func (c *terngrad) Algo() string { return "terngrad" }
+func (c *terngrad) Params() map[string]any {
+	m := map[string]any{"seed": seedParam(c.seed)}
+	if c.clip > 0 {
+		m["clip"] = c.clip
+	}
+	return m
+}
 func (c *terngrad) Size(shape []int64) int64 { d, _ := numel(shape); return 2*packedLen(d) + 4 }
 func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 	if err := checkInput(in); err != nil {
@@ -237,6 +257,9 @@ func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 		m = max(m, magKey(v))
 	}
 	s := math.Float32frombits(m)
+	if c.clip > 0 && n > 0 {
+		s = min(s, float32(c.clip*stdDev(x, c.workers)))
+	}
 	b := allocBytes(2 * nb)
 	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	if s > 0 {
@@ -245,7 +268,7 @@ func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 		parallel(cs, func(_ int, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				v := x[i]
-				p := float32(math.Abs(float64(v)) * inv)
+				p := float32(math.Abs(float64(v)) * inv) // ≥ 1 beyond a clip: always sent
 				if rng.Unit24(rng.Draw(key, uint64(i))) < p {
 					if v > 0 {
 						b[i/8] |= 0x80 >> (i % 8)
@@ -289,6 +312,28 @@ func (c *terngrad) decode(f *wire.Compressed, dst []float32) error {
 	return nil
 }
 
+// stdDev is the population standard deviation of x: the mean from block
+// sums, then Σ(x − mean)² from block sums, both added in block order.
+func stdDev(x []float32, nworkers int) float64 {
+	n := float64(len(x))
+	mean := sumInOrder(blockReduce(x, nworkers, func(b []float32) float64 {
+		var s float64
+		for _, v := range b {
+			s += float64(v)
+		}
+		return s
+	})) / n
+	ss := sumInOrder(blockReduce(x, nworkers, func(b []float32) float64 {
+		var s float64
+		for _, v := range b {
+			d := float64(v) - mean
+			s += d * d
+		}
+		return s
+	}))
+	return math.Sqrt(ss / n)
+}
+
 // ---- qsgd ----
 
 // qsgd (Alistarh'17) with s levels (1..127): norm = ‖x‖₂ (f32), and
@@ -305,7 +350,15 @@ func (c *qsgd) Algo() string { return "qsgd" }
 func (c *qsgd) Params() map[string]any {
 	return map[string]any{"levels": c.levels, "seed": seedParam(c.seed)}
 }
-func (c *qsgd) Size(shape []int64) int64 { d, _ := numel(shape); return d + 4 }
+func (c *qsgd) Size(shape []int64) int64 { d, _ := numel(shape); return c.width()*d + 4 }
+
+// width is the bytes of a code: 1 up to 127 levels, 2 above (int16).
+func (c *qsgd) width() int64 {
+	if c.levels > 127 {
+		return 2
+	}
+	return 1
+}
 func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	if err := checkShape(in); err != nil {
 		return nil, err
@@ -313,14 +366,17 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	x := in.Data
 	n := len(x)
 	cs := chunks(n, workers(c.workers, n), 64)
-	ss := sumInOrder(blockReduce(x, c.workers, sumSquares))
+	ss := sumInOrder(sumSquaresBlocks(x, c.workers))
 	if math.IsNaN(ss) || math.IsInf(ss, 0) {
 		// Squares of finite float32s cannot overflow a float64.
 		return nil, CheckFinite(in.Name, x)
 	}
 	norm := float32(math.Sqrt(ss))
-	codes := allocBytes(n)
 	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
+	if c.levels > 127 {
+		return c.encodeWide(in, x, norm, key), nil
+	}
+	codes := allocBytes(n)
 	if norm > 0 {
 		sc24 := float32(float64(c.levels) / float64(norm) * (1 << 24))
 		maxT := uint32(c.levels) << 24
@@ -337,8 +393,59 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	return frame(c, in, part("norm", wire.F32, f32le(norm), 1), part("codes", wire.I8, codes, int64(n))), nil
 }
 
+// encodeWide is qsgd above 127 levels: the same rounding in 40.24 fixed
+// point, T = min(uint64(float64(|x|)·sc), s·2^24) with sc =
+// float64(s)/float64(norm)·2^24 (float64 throughout), the level T>>24
+// rounded up when the 24-bit uniform u < T & 0xffffff, the uniforms from
+// qsgdBlock's per-block wyrand; codes are int16, little endian.
+func (c *qsgd) encodeWide(in Input, x []float32, norm float32, key uint64) *wire.Compressed {
+	n := len(x)
+	codes := allocBytes(2 * n)
+	if norm > 0 {
+		sc := float64(c.levels) / float64(norm) * (1 << 24)
+		maxT := uint64(c.levels) << 24
+		nb := (n + blockLen - 1) / blockLen
+		bcs := chunks(nb, max(1, min(workersFor(c.workers), nb)), 1)
+		parallel(bcs, func(_ int, lo, hi int) {
+			for k := lo; k < hi; k++ {
+				g := wyrand(rng.Draw(key, uint64(k)))
+				var r uint64
+				for i := k * blockLen; i < min((k+1)*blockLen, n); i++ {
+					var u uint64
+					if (i-k*blockLen)%2 == 0 {
+						r = g.next()
+						u = r >> 40
+					} else {
+						u = (r >> 16) & 0xffffff
+					}
+					v := x[i]
+					t := min(uint64(math.Abs(float64(v))*sc), maxT)
+					l := int16(t>>24) + int16((u-(t&0xffffff))>>63)
+					if math.Signbit(float64(v)) {
+						l = -l
+					}
+					binary.LittleEndian.PutUint16(codes[2*i:], uint16(l))
+				}
+			}
+		})
+	}
+	return frame(c, in, part("norm", wire.F32, f32le(norm), 1), part("codes", wire.I16, codes, int64(n)))
+}
+
 func (c *qsgd) check(f *wire.Compressed) error {
 	d, _ := numel(f.Shape)
+	if c.levels > 127 {
+		if err := checkParts(f, partSpec{"norm", wire.F32, 1}, partSpec{"codes", wire.I16, d}); err != nil {
+			return err
+		}
+		b := f.Parts[1].Data
+		for j := 0; j+1 < len(b); j += 2 {
+			if q := int64(int16(binary.LittleEndian.Uint16(b[j:]))); q > c.levels || q < -c.levels {
+				return fmt.Errorf("part \"codes\": code %d at %d is beyond ±%d levels", q, j/2, c.levels)
+			}
+		}
+		return nil
+	}
 	if err := checkParts(f, partSpec{"norm", wire.F32, 1}, partSpec{"codes", wire.I8, d}); err != nil {
 		return err
 	}
@@ -351,6 +458,13 @@ func (c *qsgd) check(f *wire.Compressed) error {
 }
 func (c *qsgd) decode(f *wire.Compressed, dst []float32) error {
 	u := f32at(f.Parts[0].Data, 0) / float32(c.levels)
+	if c.levels > 127 {
+		b := f.Parts[1].Data
+		for i := range dst {
+			dst[i] = u * float32(int16(binary.LittleEndian.Uint16(b[2*i:])))
+		}
+		return nil
+	}
 	for i, b := range f.Parts[1].Data {
 		dst[i] = u * float32(int8(b))
 	}
@@ -565,29 +679,48 @@ func init() {
 		Doc:      "1-bit SGD: bit (x < 0 → 1), means of negatives and non-negatives; preserves Σx"},
 		func(o Options) (Codec, error) { return &onebit{o.Workers}, nil },
 		func(map[string]any) (Codec, error) { return &onebit{}, nil })
-	reg(Info{Algo: "terngrad", Kind: "quantization", Params: seed, SizeFormula: "2·ceil(d/8) + 4",
-		Summable: "no (scales differ per worker)",
-		Doc:      "stochastic ternary {−s, 0, s}, s = max|x|, unbiased"},
-		func(o Options) (Codec, error) { return &terngrad{o.Seed, o.Workers}, nil },
+	reg(Info{Algo: "terngrad", Kind: "quantization", Params: map[string]string{"seed": "0", "clip": "0 (off; TernGrad: 2.5)"},
+		SizeFormula: "2·ceil(d/8) + 4",
+		Summable:    "no (scales differ per worker)",
+		Doc:         "stochastic ternary {−s, 0, s}, s = max|x| (or min(max|x|, clip·σ)), unbiased"},
+		func(o Options) (Codec, error) {
+			if !(o.Clip >= 0) || math.IsInf(o.Clip, 0) {
+				return nil, fmt.Errorf("codec: terngrad: clip %v is not a finite number ≥ 0", o.Clip)
+			}
+			return &terngrad{o.Seed, o.Clip, o.Workers}, nil
+		},
 		func(m map[string]any) (Codec, error) {
 			s, err := pUint(m, "seed")
-			return &terngrad{seed: s}, err
+			if err != nil {
+				return nil, err
+			}
+			c := &terngrad{seed: s}
+			if _, ok := m["clip"]; ok {
+				if c.clip, err = pFloat(m, "clip"); err != nil {
+					return nil, err
+				}
+				if !(c.clip > 0) {
+					return nil, fmt.Errorf("params: \"clip\" = %v, want > 0 (absent when off)", c.clip)
+				}
+			}
+			return c, nil
 		})
-	reg(Info{Algo: "qsgd", Kind: "quantization", Params: map[string]string{"levels": "64", "seed": "0"}, SizeFormula: "d + 4",
-		Summable: "no (norms differ per worker)",
-		Doc:      "QSGD: stochastic rounding of s·|x|/‖x‖₂ to int8 levels, unbiased"},
+	reg(Info{Algo: "qsgd", Kind: "quantization", Params: map[string]string{"levels": "64 (1..32767)", "seed": "0"},
+		SizeFormula: "d + 4 (levels ≤ 127), 2d + 4 (int16 codes above)",
+		Summable:    "no (norms differ per worker)",
+		Doc:         "QSGD: stochastic rounding of s·|x|/‖x‖₂ to int8 levels (int16 above 127), unbiased"},
 		func(o Options) (Codec, error) {
 			l := o.Levels
 			if l == 0 {
 				l = 64
 			}
-			if l < 1 || l > 127 {
-				return nil, fmt.Errorf("codec: qsgd: levels %d not in [1, 127]", l)
+			if l < 1 || l > 32767 {
+				return nil, fmt.Errorf("codec: qsgd: levels %d not in [1, 32767]", l)
 			}
 			return &qsgd{l, o.Seed, o.Workers}, nil
 		},
 		func(m map[string]any) (Codec, error) {
-			l, err := pInt(m, "levels", 1, 127)
+			l, err := pInt(m, "levels", 1, 32767)
 			if err != nil {
 				return nil, err
 			}

@@ -30,7 +30,20 @@ var ErrNotSummable = fmt.Errorf("not summable without decoding")
 //
 // Every frame must be valid for its codec (FromFrame), of the same algo,
 // name, shape and params; frames of other codecs give ErrNotSummable.
-func Sum(fs []*wire.Compressed) (wire.Frame, error) {
+func Sum(fs []*wire.Compressed) (wire.Frame, error) { return SumWith(fs, SumOptions{}) }
+
+// SumOptions changes what Sum computes.
+type SumOptions struct {
+	// Average divides the sum by the number of frames n: the f32
+	// accumulator (values, Q, data, COO values, or the f32 sum of the
+	// halves) is divided by float32(n) once, after the whole sum, and
+	// only then rounded to the codec's type. Majority votes (signsgd,
+	// signum) are scale-free: their bits are the same either way.
+	Average bool
+}
+
+// SumWith is Sum with options.
+func SumWith(fs []*wire.Compressed, o SumOptions) (wire.Frame, error) {
 	if len(fs) == 0 {
 		return nil, fmt.Errorf("codec: sum of no frames")
 	}
@@ -49,6 +62,16 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 			return nil, fmt.Errorf("codec: sum: frame %d has params %v, frame 0 %v", i, f.Params, f0.Params)
 		}
 	}
+	// avg divides an accumulator by n when averaging.
+	avg := func(acc []float32) []float32 {
+		if o.Average {
+			n := float32(len(fs))
+			for i := range acc {
+				acc[i] /= n
+			}
+		}
+		return acc
+	}
 	out := &wire.Compressed{Name: f0.Name, Step: f0.Step, Rank: -1, Algo: f0.Algo,
 		Params: maps.Clone(f0.Params), DType: f0.DType, Shape: slices.Clone(f0.Shape)}
 	switch f0.Algo {
@@ -58,7 +81,7 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 				return nil, fmt.Errorf("codec: sum: randomk frame %d is step %d, frame 0 step %d: indices differ", i, f.Step, f0.Step)
 			}
 		}
-		acc := sumF32(fs, 0)
+		acc := avg(sumF32(fs, 0))
 		out.Parts = []wire.Part{part("values", wire.F32, f32bytes(acc), int64(len(acc)))}
 		return out, nil
 	case "fp16", "bf16":
@@ -72,6 +95,7 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 				acc[i] += h.from(binary.LittleEndian.Uint16(b[2*i:]))
 			}
 		}
+		avg(acc)
 		b := make([]byte, 2*d)
 		for i, v := range acc {
 			binary.LittleEndian.PutUint16(b[2*i:], h.to(v))
@@ -80,7 +104,7 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 		return out, nil
 	case "powersgd":
 		if len(f0.Parts) == 1 {
-			acc := sumF32(fs, 0)
+			acc := avg(sumF32(fs, 0))
 			out.Parts = []wire.Part{part("data", wire.F32, f32bytes(acc), int64(len(acc)))}
 			return out, nil
 		}
@@ -89,7 +113,7 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 				return nil, fmt.Errorf("codec: sum: powersgd frame %d has another P: only frames sharing P (after its allreduce) add: %w", i, ErrNotSummable)
 			}
 		}
-		acc := sumF32(fs, 1)
+		acc := avg(sumF32(fs, 1))
 		p := f0.Parts[0]
 		out.Parts = []wire.Part{part("p", wire.F32, slices.Clone(p.Data), p.Shape...),
 			part("q", wire.F32, f32bytes(acc), f0.Parts[1].Shape...)}
@@ -129,6 +153,7 @@ func Sum(fs []*wire.Compressed) (wire.Frame, error) {
 		for j, i := range idx {
 			vals[j] = acc[i]
 		}
+		avg(vals)
 		return &wire.Sparse{Name: f0.Name, Step: f0.Step, Rank: -1, DType: wire.F32, Shape: slices.Clone(f0.Shape),
 			Width: 1, Format: wire.COO, IType: wire.U32, Nnz: int64(len(idx)),
 			Indices: u32bytes(idx), Values: f32bytes(vals)}, nil

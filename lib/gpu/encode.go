@@ -53,6 +53,13 @@ func NewEncoder(dev *Device, algo string, o codec.Options, mem string, mo codec.
 	if err != nil {
 		return nil, err
 	}
+	if mo.RescaleLR > 0 {
+		return nil, fmt.Errorf("gpu: learning-rate-rescaled error feedback is not kept on the GPU (use --device cpu)")
+	}
+	if (algo == "qsgd" && o.Levels > 127) || (algo == "terngrad" && o.Clip > 0) {
+		// The kernels implement the default encodings only.
+		return nil, fmt.Errorf("gpu: %s with %v has no GPU kernels (use --device cpu)", algo, ref.Params())
+	}
 	def := func(v, d float64) float32 {
 		if v == 0 {
 			return float32(d)

@@ -182,6 +182,14 @@ func TestSumVerb(t *testing.T) {
 	for i := range want {
 		assert.InDelta(t, want[i], got[i], 1e-5)
 	}
+	// --average: the same sum divided by the 3 frames, once, in f32.
+	out, errs, code = runIn(t, nil, append([]string{"sum", "--average"}, files...)...)
+	require.Equal(t, 0, code, errs)
+	avg, err := codec.Decode(frames(t, out)[0].(*wire.Compressed), nil)
+	require.NoError(t, err)
+	for i := range got {
+		require.Equal(t, got[i]/3, avg[i], "element %d", i)
+	}
 	// Not summable: exit 2 with the reason.
 	enc, _, _ := runIn(t, stream(t, dense("w", 0, gauss(10, 1))), "encode", "--algo", "qsgd")
 	_, errs, code = runIn(t, append(enc, enc...), "sum")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
@@ -20,6 +21,9 @@ type EncodeCmd struct {
 	Gamma    float64  `help:"residual: p = β·e + γ·g, γ." default:"1"`
 	DGCMom   float64  `name:"dgc-momentum" help:"dgc memory: momentum m of u = m·u + g." default:"0.9"`
 	LR       float64  `help:"efsignsgd memory: p = e + lr·g." default:"1"`
+	EFLR     float64  `name:"ef-lr" help:"Learning-rate-rescaled error feedback (BytePS): the current learning rate; a residual kept at rate lr' enters as lr'/lr·e (rate kept in state slot lr). residual, efsignsgd and powersgd memories, CPU only; 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_EF_LR"`
+	DGCClip  float64  `name:"dgc-clip" help:"dgc memory: clip each gradient to this L2 norm before the momentum (DGC's local clipping; pass the global norm / sqrt(world)). CPU only; 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_DGC_CLIP"`
+	Point    string   `help:"Compression point: keep the error-feedback state per tensor AND point (state frames TENSOR#POINT@SLOT), e.g. rs and ag of a two-stage scheme. CPU only." env:"TRAINWIRE_COMPRESSOR_POINT"`
 	StateIn  string   `help:"Read the error-feedback state (a stream written by --state-out) before encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_IN"`
 	StateOut string   `help:"Write the error-feedback state as a stream (dense frames named TENSOR@SLOT) after encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_OUT"`
 	Files    []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
@@ -32,6 +36,9 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	defer enc.Close()
+	if err := c.applyMemoryOptions(enc); err != nil {
+		return err
+	}
 	if c.StateIn != "" {
 		if err := c.readState(rio, enc); err != nil {
 			return err
@@ -85,6 +92,31 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 			return sw.Close()
 		})
 	}
+	return nil
+}
+
+// applyMemoryOptions sets --ef-lr and --point on a CPU encoder (the GPU
+// keeps neither).
+func (c *EncodeCmd) applyMemoryOptions(enc frameEncoder) error {
+	if c.EFLR == 0 && c.DGCClip == 0 && c.Point == "" {
+		return nil
+	}
+	ce, ok := enc.(*cpuEncoder)
+	if !ok {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("encode: --ef-lr, --dgc-clip and --point are not kept on the GPU (use --device cpu)"))
+	}
+	if strings.Contains(c.Point, codec.StateSep) {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("encode: --point %q contains %q", c.Point, codec.StateSep))
+	}
+	if c.EFLR != 0 || c.DGCClip != 0 {
+		mem, err := codec.NewMemory(c.Memory, codec.MemoryOptions{Beta: c.Beta, Gamma: c.Gamma, Momentum: c.DGCMom, LR: c.LR,
+			RescaleLR: c.EFLR, ClipNorm: c.DGCClip})
+		if err != nil {
+			return cli.WithCode(cli.ExitUsage, err)
+		}
+		ce.enc.Memory = mem
+	}
+	ce.enc.Point = c.Point
 	return nil
 }
 

@@ -14,7 +14,9 @@ type CodecFlags struct {
 	Ratio     float64 `help:"Density ρ of the sparsifiers: k = ceil(ρ·d), in [1, d]." default:"0.01" env:"TRAINWIRE_COMPRESSOR_RATIO"`
 	K         int64   `help:"Fixed k for the sparsifiers (overrides --ratio when positive)." default:"0" env:"TRAINWIRE_COMPRESSOR_K"`
 	Seed      uint64  `help:"Seed of every random draw (with the tensor name and step); every rank must use the same." default:"0" env:"TRAINWIRE_COMPRESSOR_SEED"`
-	Levels    int64   `help:"QSGD levels s (1..127)." default:"64"`
+	Levels    int64   `help:"QSGD levels s (1..32767): int8 codes up to 127, int16 above." default:"64" env:"TRAINWIRE_COMPRESSOR_LEVELS"`
+	Clip      float64 `help:"TernGrad's gradient clipping: bound |x| by clip·σ (σ the tensor's standard deviation; the paper uses 2.5); 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_CLIP"`
+	DGCWarmup int64   `name:"dgc-warmup" help:"dgc: steps per stage of DGC's warm-up (density 25%, 6.25%, 1.5625%, 0.390625%, then --ratio); 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_DGC_WARMUP"`
 	Threshold float64 `help:"threshold's τ: elements with |x| ≥ τ are sent." default:"0.01"`
 	Samplings int64   `help:"MSTopK's N: threshold probes (1..64)." default:"30"`
 	Rank      int64   `help:"PowerSGD rank r." default:"1"`
@@ -30,7 +32,7 @@ type DeviceFlags struct {
 
 // Options returns the codec options the flags ask for.
 func (f CodecFlags) Options() codec.Options {
-	return codec.Options{Ratio: f.Ratio, K: f.K, Seed: f.Seed, Levels: f.Levels, Threshold: f.Threshold,
+	return codec.Options{Ratio: f.Ratio, K: f.K, Seed: f.Seed, Levels: f.Levels, Clip: f.Clip, DGCWarmup: f.DGCWarmup, Threshold: f.Threshold,
 		Samplings: f.Samplings, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
 }
 

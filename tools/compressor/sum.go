@@ -11,7 +11,8 @@ import (
 // SumCmd adds compressed frames without decoding.
 type SumCmd struct {
 	cli.WireFlags
-	Files []string `arg:"" optional:"" help:"Input streams (e.g. one per rank); - or none for stdin." type:"path"`
+	Average bool     `help:"Divide each sum by the number of frames added (once, in f32, before rounding to the codec's type); majority votes are unchanged." env:"TRAINWIRE_COMPRESSOR_AVERAGE"`
+	Files   []string `arg:"" optional:"" help:"Input streams (e.g. one per rank); - or none for stdin." type:"path"`
 }
 
 // Run groups the compressed frames of every input by tensor name and
@@ -35,7 +36,7 @@ func (c *SumCmd) Run(rio *cli.IO) error {
 	}
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	for _, name := range order {
-		out, err := codec.Sum(groups[name])
+		out, err := codec.SumWith(groups[name], codec.SumOptions{Average: c.Average})
 		if err != nil {
 			return cli.WithCode(cli.ExitBadInput, err)
 		}
