@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,8 +29,61 @@ import (
 // proc is one rank of straggle, a real process.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr syncBuffer
 	report         string
+}
+
+// syncBuffer is a bytes.Buffer the test may read while the process
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// waitRunning waits until every rank has applied a round (its stdout has
+// a frame), then a random 0.2–1.5 s more, so that a failure injected next
+// lands mid-run at a varying moment, never during the rendezvous (a
+// rank lost before the mesh is open fails Open everywhere, by design).
+func waitRunning(t *testing.T, procs []*proc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for r := 0; r < len(procs); {
+		if procs[r].stdout.Len() > 0 {
+			r++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank %d applied no round within 60 s: %s", r, procs[r].stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	extra := time.Duration(200+rand.IntN(1300)) * time.Millisecond
+	t.Logf("every rank is running; injecting the failure %v later", extra)
+	time.Sleep(extra)
 }
 
 // startRun starts world ranks of `straggle <verb of rank r>` with a shared
@@ -47,6 +102,12 @@ func startRun(t *testing.T, ctx context.Context, world int, args func(r int) []s
 			a = append(a, "--report", p.report)
 		}
 		p.cmd = exec.CommandContext(ctx, bin, a...)
+		// When the test's deadline passes, a rank still running gets
+		// SIGQUIT first: the Go runtime writes every goroutine's stack to
+		// its stderr (which the failure message prints), so a hang shows
+		// where each rank blocks. A rank that does not exit is killed.
+		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
+		p.cmd.WaitDelay = 5 * time.Second
 		p.cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e", "TRAINWIRE_LOG_LEVEL=info")
 		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 		require.NoError(t, p.cmd.Start())
@@ -268,19 +329,38 @@ func TestKilledRankOthersGoOn(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			procs := startRun(t, ctx, 4, toyArgs("--rounds", "1000", "--compute", "10ms", "--delay", "uniform:0ms,10ms", "--dim", "4096", "--timeout", "10s"))
-			time.Sleep(1500 * time.Millisecond)
+			waitRunning(t, procs)
 			require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGKILL))
+			errs := make([]error, len(procs))
 			for r, p := range procs {
-				err := p.cmd.Wait()
+				errs[r] = p.cmd.Wait()
+			}
+			for r := range procs {
+				if r != victim && errs[r] != nil {
+					// Every survivor's log (with its goroutine dump if it
+					// hung), not only the first failing one's.
+					for q, pq := range procs {
+						if q != victim {
+							t.Logf("rank %d (%v):\n%s", q, errs[q], pq.stderr.String())
+						}
+					}
+					t.FailNow()
+				}
+			}
+			for r, p := range procs {
 				if r == victim {
 					continue
 				}
-				require.NoError(t, err, "rank %d: %s", r, p.stderr.String())
 				rep := p.rep(t)
 				assert.NotContains(t, rep.Alive, victim)
 				assert.GreaterOrEqual(t, rep.Rounds, 990, "rank %d", r)
 				recs := rounds(t, p.stdout.Bytes())
 				assert.LessOrEqual(t, recs[len(recs)-1].vals["contributors"], 3.0)
+				// Every worker has a gradient within ~20 ms: the run must
+				// not have needed the controller's last-resort deadlines
+				// (which would hide a lost message behind a 10 s stall).
+				assert.NotContains(t, p.stderr.String(), "no probed worker answered within the timeout", "rank %d", r)
+				assert.NotContains(t, p.stderr.String(), "round not done in time", "rank %d", r)
 			}
 		})
 	}
@@ -389,7 +469,7 @@ func TestStoppedRankDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	procs := startRun(t, ctx, 4, toyArgs("--rounds", "600", "--compute", "10ms", "--delay", "uniform:0ms,10ms", "--timeout", "4s"))
-	time.Sleep(1500 * time.Millisecond)
+	waitRunning(t, procs)
 	const victim = 3
 	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGSTOP))
 	for r, p := range procs {

@@ -28,7 +28,7 @@ type SyncFlags struct {
 	PSPeriod     int           `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which averages the groups' newest models, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
 	Profile      int           `help:"rna-h: iterations each worker times before the groups are formed." default:"5" env:"TRAINWIRE_STRAGGLE_PROFILE"`
 	Probes       int           `help:"Probes per round (q): 1 is a random initiator, 2 is RNA's power of two choices." default:"2" env:"TRAINWIRE_STRAGGLE_PROBES"`
-	ProbeTimeout time.Duration `help:"When no probed worker answers within this, probe one more (hung probes expire); 0 keeps the thesis's behaviour." default:"0s" env:"TRAINWIRE_STRAGGLE_PROBE_TIMEOUT"`
+	ProbeTimeout time.Duration `help:"When no probed worker answers within this, probe one more (hung probes expire); 0 keeps the thesis's behaviour (no expiry) up to --timeout, after which an unanswered probe expires too." default:"0s" env:"TRAINWIRE_STRAGGLE_PROBE_TIMEOUT"`
 	Eta          int           `help:"Staleness bound η in rounds: a gradient computed more than η rounds before the one it would join is dropped; negative: no bound." default:"-1" env:"TRAINWIRE_STRAGGLE_ETA"`
 	Accumulate   string        `help:"How several pending gradients of one worker combine: wavg (linearly weighted average, newest heaviest) or sum." enum:"wavg,sum" default:"wavg" env:"TRAINWIRE_STRAGGLE_ACCUMULATE"`
 	Rounds       int           `help:"Stop after this many rounds (0: when every rank's input has ended, or at --target-loss)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`

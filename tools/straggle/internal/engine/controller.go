@@ -23,6 +23,7 @@ type round struct {
 	initiator   int
 	probes      []int
 	push        bool
+	started     time.Time
 }
 
 // group is one ring the controller sequences: every worker in rna mode,
@@ -132,7 +133,7 @@ func (e *Engine) controller(takeover bool) {
 	}
 	activate := func(g *group, r uint64, init int, probes []int, push bool) {
 		members := liveOf(g.members)
-		g.cur = &round{r: r, epoch: epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push}
+		g.cur = &round{r: r, epoch: epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push, started: time.Now()}
 		msg := Msg{Kind: KindActivate, Round: r, Epoch: epoch, Rank: int32(init), Data: g.setParams}
 		if push {
 			msg.Step = 1
@@ -148,6 +149,71 @@ func (e *Engine) controller(takeover bool) {
 			_ = e.t.send(m, msg)
 		}
 	}
+	// handle is the controller's reaction to one message.
+	handle := func(msg Msg) {
+		g := groupOf(msg.From)
+		switch msg.Kind {
+		case KindAck:
+			// First reply wins; the others are expired (their probe
+			// id is already the next round's).
+			if g != nil && msg.Round == g.next && g.initiator < 0 && slices.Contains(g.probed, msg.From) {
+				g.initiator = msg.From
+			}
+		case KindDone:
+			if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
+				delete(g.cur.outstanding, msg.From)
+				if !math.IsNaN(msg.Loss) {
+					g.lastLoss = msg.Loss
+				}
+			}
+		case KindFail:
+			if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
+				g.cur.failed = true
+			}
+		case KindEnd:
+			ended[msg.From] = true
+			if g != nil && g.initiator < 0 {
+				if i := slices.Index(g.probed, msg.From); i >= 0 {
+					g.probed = slices.Delete(g.probed, i, i+1)
+				}
+			}
+		case KindProfile:
+			if !regrouped {
+				profile[msg.From] = msg.Weight
+			}
+		case KindPush:
+			// The parameter server: keep each group's newest model,
+			// send the group the average of every group's newest.
+			gi := slices.Index(groups, g)
+			if gi < 0 || len(msg.Data) == 0 {
+				break
+			}
+			latest[gi] = slices.Clone(msg.Data)
+			g.setParams = averageModels(latest)
+			log.Debug("straggle: model averaged", "group", gi, "groups_in_average", len(latest))
+		case kindDeadEv:
+			r := int(msg.Rank)
+			dead[r] = true
+			if g == nil {
+				break
+			}
+			if g.cur != nil && g.cur.outstanding[r] {
+				g.cur.failed = true
+			}
+			if g.cur != nil {
+				delete(g.cur.outstanding, r)
+			}
+			if g.initiator == r {
+				g.initiator = -1
+			}
+			if i := slices.Index(g.probed, r); i >= 0 && g.initiator < 0 {
+				g.probed = slices.Delete(g.probed, i, i+1)
+				if c := candidates(g); len(c) > 0 {
+					probe(g, c[rng.IntN(len(c))])
+				}
+			}
+		}
+	}
 	stopAll := func(why string) {
 		log.Info("straggle: run over", "why", why, "rounds", total, "groups", len(groups))
 		for w := range e.t.world {
@@ -158,6 +224,9 @@ func (e *Engine) controller(takeover bool) {
 		e.stop()
 	}
 
+	// Messages other than State that come in during a takeover (an End,
+	// say) are handled once it is done, never dropped.
+	var later []Msg
 	if takeover {
 		// Ask every live worker where it is; re-run the newest round any
 		// of them saw (the old controller may have died in it). Groups
@@ -185,6 +254,8 @@ func (e *Engine) controller(takeover bool) {
 				case kindDeadEv:
 					dead[int(msg.Rank)] = true
 					delete(want, int(msg.Rank))
+				default:
+					later = append(later, msg)
 				}
 			case <-deadline:
 				log.Warn("straggle: workers did not answer the takeover", "missing", keys(want))
@@ -196,6 +267,10 @@ func (e *Engine) controller(takeover bool) {
 		epoch = maxE + 1
 		counter = maxR
 		if maxR > 0 {
+			// Round ids count every round activated so far: the rounds
+			// before maxR are done, and --rounds still ends the run at
+			// the same round id.
+			total = int(maxR) - 1
 			activate(groups[0], maxR, e.rank, nil, false)
 		}
 		log.Warn("straggle: controller took over", "round", maxR, "epoch", epoch)
@@ -203,13 +278,28 @@ func (e *Engine) controller(takeover bool) {
 	for _, g := range groups {
 		startProbing(g)
 	}
-
-	var tick <-chan time.Time
-	if e.cfg.ProbeTimeout > 0 {
-		tk := time.NewTicker(max(e.cfg.ProbeTimeout/4, 5*time.Millisecond))
-		defer tk.Stop()
-		tick = tk.C
+	for _, msg := range later {
+		handle(msg)
 	}
+
+	// No wait of the controller is unbounded. A probe nobody answers
+	// expires after --probe-timeout, or after the mesh timeout when that
+	// is 0 (the thesis never expires probes; a worker with a gradient
+	// answers at once, so this only acts when probed workers are hung or
+	// far slower than the timeout), and one more worker is probed. A
+	// round not done by every member within the time its ring may take
+	// (each of its 2(n−1) steps within the timeout) is retried under a
+	// new epoch, naming the ranks that did not answer.
+	probeExpiry := e.cfg.ProbeTimeout
+	if probeExpiry <= 0 {
+		probeExpiry = e.cfg.Timeout
+	}
+	roundLimit := func(g *group) time.Duration {
+		return time.Duration(2*len(g.members)+1) * e.cfg.Timeout
+	}
+	tk := time.NewTicker(max(probeExpiry/4, 5*time.Millisecond))
+	defer tk.Stop()
+	tick := tk.C
 	for {
 		// rna-h: once every live worker has reported its iteration time
 		// and no round is in flight, split into groups.
@@ -309,79 +399,30 @@ func (e *Engine) controller(takeover bool) {
 			return
 		case <-tick:
 			for _, g := range groups {
-				if g.initiator < 0 && len(g.probed) > 0 && time.Since(g.lastProbe) >= e.cfg.ProbeTimeout {
+				if g.initiator < 0 && len(g.probed) > 0 && time.Since(g.lastProbe) >= probeExpiry {
 					if c := candidates(g); len(c) > 0 {
 						p := c[rng.IntN(len(c))]
-						log.Info("straggle: probe expired; probing one more worker", "round", g.next, "probed", g.probed, "added", p)
+						if e.cfg.ProbeTimeout > 0 {
+							log.Info("straggle: probe expired; probing one more worker", "round", g.next, "probed", g.probed, "added", p)
+						} else {
+							log.Warn("straggle: no probed worker answered within the timeout; probing one more worker", "round", g.next, "probed", g.probed, "added", p, "timeout", probeExpiry)
+						}
 						probe(g, p)
 					} else {
+						if e.cfg.ProbeTimeout == 0 {
+							log.Warn("straggle: still waiting for a gradient from any probed worker", "round", g.next, "probed", g.probed, "waited", time.Since(g.lastProbe).Round(time.Millisecond))
+						}
 						g.lastProbe = time.Now()
 					}
 				}
+				if g.cur != nil && !g.cur.failed && len(g.cur.outstanding) > 0 && time.Since(g.cur.started) > roundLimit(g) {
+					log.Warn("straggle: round not done in time; retrying it without waiting for these ranks", "round", g.cur.r, "epoch", g.cur.epoch,
+						"not_done", keys(g.cur.outstanding), "limit", roundLimit(g))
+					g.cur.failed = true
+				}
 			}
 		case msg := <-e.t.ctrlIn:
-			g := groupOf(msg.From)
-			switch msg.Kind {
-			case KindAck:
-				// First reply wins; the others are expired (their probe
-				// id is already the next round's).
-				if g != nil && msg.Round == g.next && g.initiator < 0 && slices.Contains(g.probed, msg.From) {
-					g.initiator = msg.From
-				}
-			case KindDone:
-				if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
-					delete(g.cur.outstanding, msg.From)
-					if !math.IsNaN(msg.Loss) {
-						g.lastLoss = msg.Loss
-					}
-				}
-			case KindFail:
-				if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
-					g.cur.failed = true
-				}
-			case KindEnd:
-				ended[msg.From] = true
-				if g != nil && g.initiator < 0 {
-					if i := slices.Index(g.probed, msg.From); i >= 0 {
-						g.probed = slices.Delete(g.probed, i, i+1)
-					}
-				}
-			case KindProfile:
-				if !regrouped {
-					profile[msg.From] = msg.Weight
-				}
-			case KindPush:
-				// The parameter server: keep each group's newest model,
-				// send the group the average of every group's newest.
-				gi := slices.Index(groups, g)
-				if gi < 0 || len(msg.Data) == 0 {
-					break
-				}
-				latest[gi] = slices.Clone(msg.Data)
-				g.setParams = averageModels(latest)
-				log.Debug("straggle: model averaged", "group", gi, "groups_in_average", len(latest))
-			case kindDeadEv:
-				r := int(msg.Rank)
-				dead[r] = true
-				if g == nil {
-					break
-				}
-				if g.cur != nil && g.cur.outstanding[r] {
-					g.cur.failed = true
-				}
-				if g.cur != nil {
-					delete(g.cur.outstanding, r)
-				}
-				if g.initiator == r {
-					g.initiator = -1
-				}
-				if i := slices.Index(g.probed, r); i >= 0 && g.initiator < 0 {
-					g.probed = slices.Delete(g.probed, i, i+1)
-					if c := candidates(g); len(c) > 0 {
-						probe(g, c[rng.IntN(len(c))])
-					}
-				}
-			}
+			handle(msg)
 		}
 	}
 }

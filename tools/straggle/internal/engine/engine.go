@@ -90,12 +90,18 @@ type Engine struct {
 	apply Applier
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	pending  []item
-	applied  atomic.Uint64
-	armed    uint64 // probe round armed
-	acked    uint64
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []item
+	applied atomic.Uint64
+	// armed is the probe this rank owes an answer to (round 0: none),
+	// acked the last probe it answered. A probe is identified by its
+	// round and the controller that sent it: after a takeover the new
+	// controller probes again round ids the dead one had already probed,
+	// and an ack sent to the dead one must not stop this rank from
+	// answering the new one.
+	armed    probeID
+	acked    probeID
 	ended    bool
 	endSent  bool
 	dropped  int
@@ -120,6 +126,13 @@ type Engine struct {
 	Weights []int
 	// Contribs counts the rounds this rank's gradient was part of.
 	Contribs int
+}
+
+// probeID identifies a probe: the round it is for and the controller
+// (rank) that sent it; the ack goes back to that rank.
+type probeID struct {
+	round uint64
+	by    int
 }
 
 type item struct {
@@ -171,15 +184,15 @@ func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
 func (e *Engine) Push(version uint64, g []float32) {
 	e.mu.Lock()
 	e.pending = append(e.pending, item{version, g})
-	ack := e.armed != 0 && e.acked != e.armed
-	r := e.armed
+	p := e.armed
+	ack := p.round != 0 && e.acked != p
 	if ack {
-		e.acked = r
+		e.acked = p
 	}
 	e.cond.Broadcast()
 	e.mu.Unlock()
 	if ack {
-		e.sendCtrl(Msg{Kind: KindAck, Round: r})
+		e.sendAck(p)
 	}
 }
 
@@ -195,6 +208,13 @@ func (e *Engine) EndInput() {
 	e.mu.Unlock()
 	if send {
 		e.sendCtrl(Msg{Kind: KindEnd})
+	}
+}
+
+// sendAck answers probe p, to the controller that sent it.
+func (e *Engine) sendAck(p probeID) {
+	if err := e.t.send(p.by, Msg{Kind: KindAck, Round: p.round}); err != nil {
+		e.log.Debug("straggle: ack lost", "round", p.round, "controller", p.by, "err", err)
 	}
 }
 
@@ -335,20 +355,29 @@ func (e *Engine) runWorker(ctx context.Context) error {
 		case <-e.failed:
 			return e.failErr
 		case msg := <-e.t.workerIn:
+			if (msg.Kind == KindProbe || msg.Kind == KindActivate) && msg.From != int(e.ctrl.Load()) {
+				// From a controller that has been replaced (its last
+				// messages can be read after the new one's SYNC, since
+				// each peer has its own reader): acting on it would run
+				// or arm a round the new controller does not know of.
+				e.log.Debug("straggle: message from a former controller ignored", "kind", msg.Kind, "from", msg.From, "round", msg.Round)
+				continue
+			}
 			switch msg.Kind {
 			case KindProbe:
+				p := probeID{msg.Round, msg.From}
 				e.mu.Lock()
 				var ack bool
 				if msg.Round > e.maxRound {
-					e.armed = msg.Round
-					ack = len(e.pending) > 0 && e.acked != msg.Round
+					e.armed = p
+					ack = len(e.pending) > 0 && e.acked != p
 					if ack {
-						e.acked = msg.Round
+						e.acked = p
 					}
 				}
 				e.mu.Unlock()
 				if ack {
-					e.sendCtrl(Msg{Kind: KindAck, Round: msg.Round})
+					e.sendAck(p)
 				}
 			case KindActivate:
 				r := msg.Round
@@ -363,7 +392,6 @@ func (e *Engine) runWorker(ctx context.Context) error {
 						delete(epochs, k)
 					}
 				}
-				e.ctrl.Store(int32(msg.From))
 				a := &activation{msg: msg, cancel: make(chan struct{})}
 				if prev := saved[r]; prev != nil {
 					a.contrib, a.nacc, a.stale = prev.contrib, prev.nacc, prev.stale
@@ -393,6 +421,10 @@ func (e *Engine) runWorker(ctx context.Context) error {
 			case KindSync:
 				e.ctrl.Store(int32(msg.From))
 				e.mu.Lock()
+				if e.armed.by != msg.From {
+					// The dead controller's probe: nobody waits for it.
+					e.armed = probeID{}
+				}
 				st := Msg{Kind: KindState, Round: e.maxRound, Epoch: e.maxEpoch}
 				if e.ended && len(e.pending) == 0 {
 					st.Weight = 1
@@ -418,8 +450,8 @@ func (e *Engine) take(r uint64) ([]float32, int, int) {
 	e.mu.Lock()
 	items := e.pending
 	e.pending = nil
-	if e.armed <= r {
-		e.armed = 0
+	if e.armed.round <= r {
+		e.armed = probeID{}
 	}
 	sendEnd := e.ended && !e.endSent && e.cfg.Mode == ModeRNA
 	if sendEnd {
