@@ -10,41 +10,19 @@ import io
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYROOT = os.path.dirname(HERE)
-REPO = os.path.dirname(os.path.dirname(PYROOT))
-if PYROOT not in sys.path:
-    sys.path.insert(0, PYROOT)
+from tests.tools import REPO, binary, free_port  # noqa: E402
 
 from trainwire import wire as W  # noqa: E402
 
-_BIN = None
-
-
-def hashsync():
-    global _BIN
-    if _BIN:
-        return _BIN
-    for d in (os.environ.get("TRAINWIRE_BIN"), os.path.join(REPO, "bin")):
-        if d and os.access(os.path.join(d, "hashsync"), os.X_OK):
-            _BIN = os.path.join(d, "hashsync")
-            return _BIN
-    if shutil.which("go"):
-        out = tempfile.mkdtemp(prefix="tw-hashsync-")
-        subprocess.run(["go", "build", "-o", out, "trainwire.dev/tools/hashsync"], cwd=REPO, check=True)
-        _BIN = os.path.join(out, "hashsync")
-        return _BIN
-    raise unittest.SkipTest("no hashsync binary and no go toolchain")
 
 
 def run(*args):
-    return subprocess.run([hashsync()] + list(args), stdout=subprocess.PIPE, check=True).stdout
+    return subprocess.run([binary("hashsync")] + list(args), stdout=subprocess.PIPE, check=True).stdout
 
 
 def sparse_frames(b):

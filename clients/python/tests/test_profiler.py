@@ -13,48 +13,20 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYROOT = os.path.dirname(HERE)
-REPO = os.path.dirname(os.path.dirname(PYROOT))
-if PYROOT not in sys.path:
-    sys.path.insert(0, PYROOT)
+from tests.tools import REPO, binary, free_port  # noqa: E402
 
 from trainwire import wire as W  # noqa: E402
 
 TESTDATA = os.path.join(REPO, "tools", "profiler", "testdata")
-_BIN = None
-
-
-def profiler():
-    global _BIN
-    if _BIN:
-        return _BIN
-    for d in (os.environ.get("TRAINWIRE_BIN"), os.path.join(REPO, "bin")):
-        if d and os.access(os.path.join(d, "profiler"), os.X_OK):
-            _BIN = os.path.join(d, "profiler")
-            return _BIN
-    if shutil.which("go"):
-        out = tempfile.mkdtemp(prefix="tw-profiler-")
-        subprocess.run(["go", "build", "-o", out, "."], cwd=os.path.join(REPO, "tools", "profiler"), check=True)
-        _BIN = os.path.join(out, "profiler")
-        return _BIN
-    raise unittest.SkipTest("no profiler binary and no go toolchain")
 
 
 def run(*args):
-    return subprocess.run([profiler()] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    return subprocess.run([binary("profiler")] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ProfilerStreams(unittest.TestCase):

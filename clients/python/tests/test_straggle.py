@@ -8,48 +8,18 @@ Needs the straggle binary ($TRAINWIRE_BIN/straggle, <repo>/bin/straggle, or `go 
 """
 
 import os
-import shutil
-import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYROOT = os.path.dirname(HERE)
-REPO = os.path.dirname(os.path.dirname(PYROOT))
-if PYROOT not in sys.path:
-    sys.path.insert(0, PYROOT)
+from tests.tools import REPO, binary, free_port  # noqa: E402
 
 from trainwire import wire as W  # noqa: E402
 
-_BIN = None
 
-
-def straggle():
-    global _BIN
-    if _BIN:
-        return _BIN
-    for d in (os.environ.get("TRAINWIRE_BIN"), os.path.join(REPO, "bin")):
-        if d and os.access(os.path.join(d, "straggle"), os.X_OK):
-            _BIN = os.path.join(d, "straggle")
-            return _BIN
-    if shutil.which("go"):
-        out = tempfile.mkdtemp(prefix="tw-straggle-")
-        subprocess.run(["go", "build", "-o", out, "trainwire.dev/tools/straggle"], cwd=REPO, check=True)
-        _BIN = os.path.join(out, "straggle")
-        return _BIN
-    raise unittest.SkipTest("no straggle binary and no go toolchain")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Trainer:
@@ -66,7 +36,7 @@ class Trainer:
         self.rounds = []
         self.rng = np.random.default_rng(rank + 1)
         self.proc = subprocess.Popen(
-            [straggle(), "sync", "--rank", str(rank), "--world", str(world), "--master", master,
+            [binary("straggle"), "sync", "--rank", str(rank), "--world", str(world), "--master", master,
              "--timeout", "20s", "--log-level", "warn"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.err = b""
