@@ -34,7 +34,9 @@ test-go:
 	TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS)
 
 test-python:
-	cd clients/python && /usr/bin/python3 -m unittest discover -s tests -t . -v 2>&1 | tail -n 3
+	@log=$$(mktemp); cd clients/python && \
+	if TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 /usr/bin/python3 -m unittest discover -s tests -t . -v > $$log 2>&1; \
+	then tail -n 3 $$log; rm -f $$log; else cat $$log; rm -f $$log; exit 1; fi
 
 ## fuzz-short: every fuzz target for a few seconds (CI)
 fuzz-short:

@@ -77,6 +77,11 @@ def worker(rank, world, port, iters, out, slow):
                     loss.backward()
                 with torch.autograd.profiler.record_function("Optimizer.step#SGD.step"):
                     opt.step()
+        # DDP's backward returns when gloo marks the last allreduce done, which its worker
+        # thread does just before closing that op's record_function scope: leaving the
+        # profiler at once can drop the last gloo:all_reduce event (seen 1 run in 4). Give
+        # the worker threads time to close their scopes.
+        time.sleep(0.5)
     prof.export_chrome_trace(os.path.join(out, "rank-%d.json" % rank))
     # The legacy trace carries no tensor sizes: a sidecar names the
     # parameters (registration order) and DDP's buckets (bytes, index order),
