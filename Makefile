@@ -13,7 +13,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
-.PHONY: all deps build test test-go test-python fuzz fuzz-short bench demo lint race clean \
+.PHONY: all deps build test test-go test-race-short test-python fuzz fuzz-short bench demo lint race clean \
 	deps-cuda cuda cuda-test-bins ptx test-cudaemu
 
 all: build
@@ -28,10 +28,15 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix trainwire.dev/tools/,$(TOOLS))
 
 ## test: unit, property, multi-process and interop tests, then a short fuzz pass
-test: deps build test-go test-python fuzz-short
+test: deps build test-go test-race-short test-python fuzz-short
 
 test-go:
 	TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+
+## test-race-short: the concurrent hot paths under the race detector (Zen's CAS partitioner and
+## the sync schemes: no index lost); `make race` runs everything
+test-race-short:
+	cd tools/hashsync && $(GO) test -race -count=1 ./internal/zen/ ./internal/scheme/
 
 test-python:
 	@log=$$(mktemp); cd clients/python && \

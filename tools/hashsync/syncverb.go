@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -43,6 +44,7 @@ type SyncCmd struct {
 	NoOverlap    bool         `help:"Hash tensor i+1 only after tensor i is synchronized (for measuring the overlap)."`
 	Output       string       `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
 	Barrier      bool         `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
+	CPUProfile   string       `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
 }
 
 // Run synchronizes every tensor of stdin and writes the sums to stdout.
@@ -65,6 +67,17 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	}
 	if err := cfg.Check(env.World); err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var statsW *wire.Writer
 	if c.Stats != "" {
@@ -215,9 +228,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		frame := toFrame(out, fm, rank, buf)
 		st.Times["total"] = t1.Sub(t0).Seconds()
 		st.Times["output"] = time.Since(t1).Seconds()
+		t2 := time.Now()
 		if err := w.Write(frame); err != nil {
 			return err
 		}
+		st.Times["write"] = time.Since(t2).Seconds()
 		for ph, b := range st.Recv {
 			total[ph] += b
 		}

@@ -45,3 +45,23 @@ func appendU32s(dst []byte, v []uint32) []byte {
 	}
 	return putU32s(dst, v)
 }
+
+// f32out returns b as float32s to write into, and a flush that makes b
+// hold them (little-endian): b itself when the memory allows a view (flush
+// does nothing), else a scratch slice that flush encodes into b.
+func f32out(b []byte) ([]float32, func()) {
+	if tensor.ZeroCopy && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 == 0 {
+		return tensor.Float32s(b), func() {}
+	}
+	f := make([]float32, len(b)/4)
+	return f, func() { tensor.EncodeLE(b, f) }
+}
+
+// u32out is f32out for uint32s.
+func u32out(b []byte) ([]uint32, func()) {
+	f, flush := f32out(b)
+	if len(f) == 0 {
+		return nil, flush
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(f))), len(f)), flush
+}

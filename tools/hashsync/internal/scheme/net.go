@@ -61,14 +61,17 @@ type bodyLenFunc func(peer int, f uint32, n uint64) (int, error)
 // result is indexed by rank. A malformed message aborts the job (the
 // others must not wait for a rank that gave up), naming the sender.
 func (s *Syncer) exchange(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc) ([]message, error) {
-	return s.exchangeThen(ph, op, to, out, from, bodyLen, nil)
+	return s.exchangeThen(ph, op, to, out, from, bodyLen, nil, nil)
 }
 
 // exchangeThen is exchange with onRecv run on each received message in
 // its receiving goroutine, as soon as it is in: decoding one peer's
 // message overlaps the transfer of the others'. An error from onRecv is a
-// malformed message from that peer.
-func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc, onRecv func(p int, m message) error) ([]message, error) {
+// malformed message from that peer. reuse, when not nil, holds a receive
+// buffer per rank, grown as needed and kept for the next call: the bodies
+// received then alias it, so the caller must be done with them before it
+// passes reuse again.
+func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc, onRecv func(p int, m message) error, reuse [][]byte) ([]message, error) {
 	tag := s.tag(op)
 	res := make([]message, s.n)
 	errs := make([]error, 2*s.n)
@@ -107,7 +110,14 @@ func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) 
 				return
 			}
 			if l > 0 {
-				m.body = make([]byte, l)
+				if reuse != nil {
+					if cap(reuse[p]) < l {
+						reuse[p] = make([]byte, l+l/8)
+					}
+					m.body = reuse[p][:l]
+				} else {
+					m.body = make([]byte, l)
+				}
 				if err := ph.Recv(p, tag, m.body); err != nil {
 					errs[s.n+p] = err
 					return

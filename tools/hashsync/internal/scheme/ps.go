@@ -63,11 +63,24 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 	w, n := t.Width, s.n
 	counts := make([]int, n)
 	p.push = make([]message, n)
-	encode := func(j int, positions func(yield func(int))) {
+	// encode writes part j in one buffer: its row indices, then their
+	// values (rows gathered straight into the message, one copy).
+	encode := func(j int, part []int32, lo, hi int) {
 		c := counts[j]
-		body := make([]byte, 0, c*(4+4*w))
-		positions(func(k int) { body = appendU32s(body, t.Idx[k:k+1]) })
-		positions(func(k int) { body = appendF32s(body, t.Val[k*w:k*w+w]) })
+		body := make([]byte, c*(4+4*w))
+		idx, flushIdx := u32out(body[:4*c])
+		val, flushVal := f32out(body[4*c:])
+		if part != nil {
+			for i, k := range part {
+				idx[i] = t.Idx[k]
+				copy(val[i*w:i*w+w], t.Val[int(k)*w:int(k)*w+w])
+			}
+		} else {
+			copy(idx, t.Idx[lo:hi])
+			copy(val, t.Val[lo*w:hi*w])
+		}
+		flushIdx()
+		flushVal()
 		p.push[j] = message{fmt: fmtCOO, n: uint64(c), body: body}
 	}
 	if hashed {
@@ -85,11 +98,7 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 		for j := range n {
 			part := parts.Part(j)
 			counts[j] = len(part)
-			encode(j, func(yield func(int)) {
-				for _, k := range part {
-					yield(int(k))
-				}
-			})
+			encode(j, part, 0, 0)
 		}
 	} else {
 		for j := range n {
@@ -100,11 +109,7 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 				b, _ = slices.BinarySearch(t.Idx, uint32(hi))
 			}
 			counts[j] = b - a
-			encode(j, func(yield func(int)) {
-				for k := a; k < b; k++ {
-					yield(k)
-				}
-			})
+			encode(j, nil, a, b)
 		}
 	}
 	p.local = p.push[s.r]
@@ -186,7 +191,10 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	toPos := func(q int, m message) error {
 		k := int(m.n)
 		idx := u32view(m.body[:4*k])
-		pos := make([]int32, k)
+		if cap(s.posBuf[q]) < k {
+			s.posBuf[q] = make([]int32, k+k/8)
+		}
+		pos := s.posBuf[q][:k]
 		for i, x := range idx {
 			t, ok := lay.pos(me, x)
 			if !ok {
@@ -209,7 +217,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 				return 0, fmt.Errorf("push: format %d with %d rows for a partition of %d rows", f, nnz, lay.size(me))
 			}
 			return int(nnz) * (4 + 4*w), nil
-		}, toPos)
+		}, toPos, s.recvBufs(opPush))
 	if err != nil {
 		close(quit)
 		<-aggDone
@@ -219,14 +227,18 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	st.Times["push"] = t1.Sub(t0).Seconds()
 	<-aggDone
 	// The aggregated rows: present and not all zero, ascending.
-	var rows []int32
-	touched.ForEach(func(pos int) {
-		a := int(slot[pos]-1) * w
-		if nonzero(acc[a : a+w]) {
-			rows = append(rows, int32(pos))
+	rows := s.rows[:0]
+	for wi, word := range touched {
+		for word != 0 {
+			pos := wi<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			a := int(slot[pos]-1) * w
+			if nonzero(acc[a : a+w]) {
+				rows = append(rows, int32(pos))
+			}
 		}
-	})
-	s.acc = acc
+	}
+	s.rows, s.acc = rows, acc
 	nnz := len(rows)
 	cooLen := nnz * (4 + 4*w)
 	bmLen := zen.BitmapBytes(S) + nnz*4*w
@@ -239,29 +251,50 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			useBitmap = bmLen < cooLen
 		}
 	}
-	var pull message
-	mine := list{idx: make([]uint32, nnz), val: make([]float32, nnz*w)}
-	for k, pos := range rows {
-		mine.idx[k] = lay.at(me, int(pos))
-		a := int(slot[pos]-1) * w
-		copy(mine.val[k*w:k*w+w], acc[a:a+w])
+	// The pull message, written in place: the sums go from the accumulator
+	// straight into it (its buffer is reused from step to step: the sends
+	// are over when the exchange returns, and the result is copied out of
+	// it before syncPS returns). This rank's own run views the message.
+	bodyLen := cooLen
+	if useBitmap {
+		bodyLen = bmLen
 	}
+	if cap(s.pullBody) < bodyLen {
+		s.pullBody = make([]byte, bodyLen+bodyLen/8)
+	}
+	body := s.pullBody[:bodyLen]
+	if cap(s.mineIdx) < nnz {
+		s.mineIdx = make([]uint32, nnz+nnz/8)
+	}
+	mine := list{idx: s.mineIdx[:nnz]}
+	var pull message
 	if useBitmap {
 		// Values first (so they stay 4-byte aligned for the receiver's
 		// zero-copy view), then the hash bitmap over 𝕀_me.
-		bm := zen.NewBitmap(S)
-		for _, pos := range rows {
-			bm.Set(int(pos))
+		val, flush := f32out(body[:nnz*4*w])
+		bm := body[nnz*4*w:]
+		clear(bm)
+		for k, pos := range rows {
+			a := int(slot[pos]-1) * w
+			copy(val[k*w:k*w+w], acc[a:a+w])
+			bm[pos>>3] |= 1 << (pos & 7)
+			mine.idx[k] = lay.at(me, int(pos))
 		}
-		body := make([]byte, 0, bmLen)
-		body = appendF32s(body, mine.val)
-		body = body[:bmLen]
-		bm.Encode(body[nnz*4*w:], S)
+		flush()
+		mine.val = val
 		pull = message{fmt: fmtBitmap, n: uint64(nnz), body: body}
 	} else {
-		body := make([]byte, 0, cooLen)
-		body = appendU32s(body, mine.idx)
-		body = appendF32s(body, mine.val)
+		idx, flushIdx := u32out(body[:4*nnz])
+		val, flushVal := f32out(body[4*nnz:])
+		for k, pos := range rows {
+			a := int(slot[pos]-1) * w
+			copy(val[k*w:k*w+w], acc[a:a+w])
+			idx[k] = lay.at(me, int(pos))
+		}
+		copy(mine.idx, idx)
+		flushIdx()
+		flushVal()
+		mine.val = val
 		pull = message{fmt: fmtCOO, n: uint64(nnz), body: body}
 	}
 	t2 := time.Now()
@@ -271,6 +304,19 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	pullCounts := make([]int, n)
 	runs[me] = mine
 	pullCounts[me] = nnz
+	// A dense result: every server's rows go straight into place as they
+	// arrive (partitions are disjoint, so the writers never meet), this
+	// rank's own while the pull is on the wire.
+	dense := p.DenseOut
+	ownDone := make(chan struct{})
+	if dense != nil {
+		go func() {
+			scatterRows(dense, w, mine)
+			close(ownDone)
+		}()
+	} else {
+		close(ownDone)
+	}
 	decode := func(q int, m message) error {
 		k := int(m.n)
 		pullCounts[q] = k
@@ -288,7 +334,10 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 				return fmt.Errorf("hash bitmap sets bits past row %d of the partition", size)
 			}
 			hl, hashedLayout := lay.(hashLayout)
-			l.idx = make([]uint32, 0, k)
+			if cap(s.runIdx[q]) < k {
+				s.runIdx[q] = make([]uint32, k+k/8)
+			}
+			l.idx = s.runIdx[q][:0]
 			for i, c := range bm {
 				for c != 0 {
 					if len(l.idx) == k {
@@ -317,6 +366,9 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			}
 		}
 		runs[q] = l
+		if dense != nil {
+			scatterRows(dense, w, l)
+		}
 		return nil
 	}
 	_, err = s.exchangeThen(s.phase("pull"), opPull, all, func(int) message { return pull }, all,
@@ -335,20 +387,23 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 				return zen.BitmapBytes(size) + int(nnz)*4*w, nil
 			}
 			return 0, fmt.Errorf("pull: format %d", f)
-		}, decode)
+		}, decode, s.recvBufs(opPull))
+	<-ownDone
 	if err != nil {
 		return nil, err
 	}
 	t3 := time.Now()
 	st.Times["pull"] = t3.Sub(t2).Seconds()
 	var out *Tensor
-	if d := p.DenseOut; d != nil {
-		// A dense result: every server's rows straight into place.
-		out = &Tensor{Name: t.Name, Rows: t.Rows, Width: w, DenseVal: d}
+	if dense != nil {
+		// Already in place: list the rows written.
+		out = &Tensor{Name: t.Name, Rows: t.Rows, Width: w, DenseVal: dense}
+		total := 0
 		for _, r := range runs {
-			for k, i := range r.idx {
-				copy(d[int(i)*w:int(i)*w+w], r.val[k*w:k*w+w])
-			}
+			total += len(r.idx)
+		}
+		out.Idx = make([]uint32, 0, total)
+		for _, r := range runs {
 			out.Idx = append(out.Idx, r.idx...)
 		}
 	} else {
@@ -361,4 +416,25 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		prof.outRows = out.Nnz()
 	}
 	return out, nil
+}
+
+// scatterRows writes the rows of l into their places in dense.
+func scatterRows(dense []float32, w int, l list) {
+	for k, i := range l.idx {
+		copy(dense[int(i)*w:int(i)*w+w], l.val[k*w:k*w+w])
+	}
+}
+
+// recvBufs returns the receive buffers of op's messages, one per rank,
+// kept from step to step.
+func (s *Syncer) recvBufs(op int) [][]byte {
+	b := s.rbufs[op]
+	if len(b) != s.n {
+		b = make([][]byte, s.n)
+		if s.rbufs == nil {
+			s.rbufs = map[int][][]byte{}
+		}
+		s.rbufs[op] = b
+	}
+	return b
 }

@@ -132,7 +132,15 @@ func TestSchemesMatchReference(t *testing.T) {
 						if c.scheme == "zen" && cfg.C < 0.1 && in[it][k][r].Nnz() > 100 && st.Overflow == 0 {
 							return fmt.Errorf("tiny hash memory did not overflow (serial %d)", st.Serial)
 						}
-						outs[r] = append(outs[r], []*Tensor{out})
+						// The same tensor again with a dense result.
+						x := in[it][k][r]
+						p = s.Prepare(x)
+						p.DenseOut = make([]float32, x.Rows*x.Width)
+						dout, _, err := s.Sync(context.Background(), p)
+						if err != nil {
+							return err
+						}
+						outs[r] = append(outs[r], []*Tensor{out, FromDense(x.Name, dout.DenseVal, x.Rows, x.Width)})
 					}
 				}
 				return s.Finish()
@@ -147,6 +155,7 @@ func TestSchemesMatchReference(t *testing.T) {
 					require.NoError(t, err)
 					for r := range c.n {
 						equalBits(t, want, outs[r][i][0], fmt.Sprintf("iter %d tensor %d rank %d", it, k, r))
+						equalBits(t, want, outs[r][i][1], fmt.Sprintf("iter %d tensor %d rank %d, dense result", it, k, r))
 					}
 					i++
 				}

@@ -85,8 +85,10 @@ func (t *Tensor) Compact() {
 	for k, i := range t.Idx {
 		row := t.Val[k*w : k*w+w]
 		if nonzero(row) {
-			t.Idx[o] = i
-			copy(t.Val[o*w:o*w+w], row)
+			if o != k {
+				t.Idx[o] = i
+				copy(t.Val[o*w:o*w+w], row)
+			}
 			o++
 		}
 	}
@@ -142,7 +144,7 @@ func mergeLists(name string, rows, width int, runs []list) *Tensor {
 	if int(acc) != total { // overlapping runs: cannot happen with disjoint partitions
 		panic(fmt.Sprintf("scheme: merging %d rows of which only %d distinct", total, acc))
 	}
-	for _, r := range runs {
+	place := func(r list) {
 		for k, i := range r.idx {
 			w := words[i>>6] & (1<<(i&63) - 1)
 			at := int(prefix[i>>6]) + bits.OnesCount64(w)
@@ -150,5 +152,33 @@ func mergeLists(name string, rows, width int, runs []list) *Tensor {
 			copy(t.Val[at*width:at*width+width], r.val[k*width:k*width+width])
 		}
 	}
+	// The runs land in disjoint places: large merges copy half of them on
+	// a second goroutine.
+	if total*width < 1<<16 || len(runs) < 2 {
+		for _, r := range runs {
+			place(r)
+		}
+		return t
+	}
+	half, sum := len(runs), 0
+	for k, r := range runs {
+		sum += len(r.idx)
+		if 2*sum >= total {
+			half = k + 1
+			break
+		}
+	}
+	half = min(half, len(runs)-1)
+	done := make(chan struct{})
+	go func() {
+		for _, r := range runs[half:] {
+			place(r)
+		}
+		close(done)
+	}()
+	for _, r := range runs[:half] {
+		place(r)
+	}
+	<-done
 	return t
 }
