@@ -36,7 +36,8 @@ test-go:
 ## test-race-short: the concurrent hot paths under the race detector (Zen's CAS partitioner and
 ## the sync schemes: no index lost); `make race` runs everything
 test-race-short:
-	cd tools/hashsync && $(GO) test -race -count=1 ./internal/zen/ ./internal/scheme/
+	cd lib && $(GO) test -race -count=1 ./zen/
+	cd tools/hashsync && $(GO) test -race -count=1 ./internal/scheme/
 
 test-python:
 	@log=$$(mktemp); cd clients/python && \

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"trainwire.dev/lib/rng"
+	"trainwire.dev/lib/zen"
 
 	"fmt"
 	"math"
@@ -563,11 +564,11 @@ var emuKernels = map[string]kernelFn{
 		for _, j := range e.rng.Perm(int(m)) {
 			id := idx[j]
 			tag := uint32(j) + 1
-			p := reduce(MM3(id, seeds[0]), nparts)
+			p := reduce(zen.MM3(id, seeds[0]), nparts)
 			row := table[uint64(p)*(r1+r2):]
 			done := false
 			for s := uint64(1); s <= k; s++ {
-				q := reduce(MM3(id, seeds[s]), r1)
+				q := reduce(zen.MM3(id, seeds[s]), r1)
 				if row[q] == 0 { // atomicCAS(&row[q], 0, tag) == 0
 					row[q] = tag
 					stored[p]++

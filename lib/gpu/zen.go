@@ -7,15 +7,16 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"trainwire.dev/lib/zen"
 )
 
 // Zen (Wang et al., "sparsity-driven data synchronization"; the hashsync
 // tool): hierarchical hashing of a gradient's non-zero indices into one
 // partition per server, and the hash bitmap of the pull. The conventions
-// are hashsync's (tools/hashsync/internal/zen), so hashsync's --device gpu
+// are hashsync's (lib/zen), so hashsync's --device gpu
 // can use these functions and get the same partitions:
 //
-//   - h_s(idx) = MM3(idx, Seeds[s]) (MurmurHash3_x86_32 of the 4 LE bytes),
+//   - h_s(idx) = zen.MM3(idx, Seeds[s]) (MurmurHash3_x86_32 of the 4 LE bytes),
 //     reduce(h, n) = (h·n) >> 32 (Lemire's multiply-shift);
 //   - the partition of idx is reduce(h_0(idx), N), the same on every rank;
 //   - its slot in the partition's parallel memory is reduce(h_s(idx), r1)
@@ -28,25 +29,6 @@ import (
 //
 // The CPU references (ZenHashCPU, ZenPartitionCPU, HashBitmapEncodeCPU,
 // HashBitmapDecodeCPU) define the semantics the device functions reproduce.
-
-// MM3 is MurmurHash3_x86_32 of the 4 little-endian bytes of key.
-func MM3(key, seed uint32) uint32 {
-	k := key * 0xcc9e2d51
-	k = bits.RotateLeft32(k, 15)
-	k *= 0x1b873593
-	h := seed ^ k
-	h = bits.RotateLeft32(h, 13)
-	h = h*5 + 0xe6546b64
-	h ^= 4
-	h ^= h >> 16
-	h *= 0x85ebca6b
-	h ^= h >> 13
-	h *= 0xc2b2ae35
-	h ^= h >> 16
-	return h
-}
-
-func reduce32(h uint32, n uint32) uint32 { return uint32((uint64(h) * uint64(n)) >> 32) }
 
 // ZenConfig parametrises the hash partition (hashsync's zen.HashConfig;
 // defaults from the paper: C = 2, R2 = 0.1, k = len(Seeds)−1 = 3).
@@ -62,15 +44,9 @@ type ZenConfig struct {
 	R2 float64
 }
 
-// ZenSeeds returns k+1 seeds base+43+s (hashsync's zen.DefaultSeeds; 43+s
-// as the authors' DRAGONN kernels).
-func ZenSeeds(base uint32, k int) []uint32 {
-	out := make([]uint32, k+1)
-	for s := range out {
-		out[s] = base + 43 + uint32(s)
-	}
-	return out
-}
+// ZenSeeds returns k+1 seeds base+43+s (zen.DefaultSeeds; 43+s as the
+// authors' DRAGONN kernels).
+func ZenSeeds(base uint32, k int) []uint32 { return zen.DefaultSeeds(base, k) }
 
 func (c ZenConfig) withDefaults() (ZenConfig, error) {
 	if c.C == 0 {
@@ -102,7 +78,7 @@ func (c ZenConfig) Sizes(m int) (r1, r2 int64) {
 
 // PartitionOf returns the partition of idx.
 func (c ZenConfig) PartitionOf(idx uint32) int {
-	return int(reduce32(MM3(idx, c.Seeds[0]), uint32(c.N)))
+	return zen.H0(idx, c.Seeds[0], c.N)
 }
 
 // ZenParts is a partition of an index list into N parts: part j is

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"trainwire.dev/lib/zen"
 )
 
 // TestMM3Vectors: the spec's MurmurHash3_x86_32 vectors (SMHasher values).
@@ -14,8 +15,8 @@ func TestMM3Vectors(t *testing.T) {
 		{0, 0, 0x2362F9DE}, {1, 0, 0xFBF1402A}, {2, 0, 0x40B23B7F}, {1000, 0, 0xFFCA7F79},
 		{0xFFFFFFFF, 0, 0x76293B50}, {1, 1, 0x5E11E574}, {1, 42, 0xDEA578E3},
 	} {
-		if got := MM3(c.key, c.seed); got != c.want {
-			t.Errorf("MM3(%d, %d) = %#x, want %#x", c.key, c.seed, got, c.want)
+		if got := zen.MM3(c.key, c.seed); got != c.want {
+			t.Errorf("zen.MM3(%d, %d) = %#x, want %#x", c.key, c.seed, got, c.want)
 		}
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"trainwire.dev/lib/collective"
 
+	"trainwire.dev/lib/zen"
 	"trainwire.dev/tools/hashsync/internal/model"
-	"trainwire.dev/tools/hashsync/internal/zen"
 )
 
 // T2 (exact): the payload bytes the mesh counted equal the formulas

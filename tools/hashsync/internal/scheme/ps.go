@@ -8,7 +8,7 @@ import (
 
 	"trainwire.dev/lib/collective"
 
-	"trainwire.dev/tools/hashsync/internal/zen"
+	"trainwire.dev/lib/zen"
 )
 
 // layout is how a parameter-server scheme splits the rows among n servers:

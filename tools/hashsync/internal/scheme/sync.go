@@ -12,7 +12,7 @@ import (
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/mesh"
 
-	"trainwire.dev/tools/hashsync/internal/zen"
+	"trainwire.dev/lib/zen"
 )
 
 // Schemes lists every scheme by name.

@@ -65,7 +65,7 @@ func NewTable(rows, n int, seed uint32, nworkers int) *Table {
 	forChunksIdx(rows, nw, func(w, lo, hi int) {
 		h := make([]int, n)
 		for i := lo; i < hi; i++ {
-			j := reduce(MM3(uint32(i), seed), uint32(n))
+			j := Reduce(MM3(uint32(i), seed), uint32(n))
 			t.Rank[i] = j
 			h[j]++
 		}

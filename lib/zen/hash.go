@@ -27,14 +27,14 @@ func MM3(key, seed uint32) uint32 {
 	return h
 }
 
-// reduce maps a 32-bit hash onto [0, n) with Lemire's multiply-shift, which
+// Reduce maps a 32-bit hash onto [0, n) with Lemire's multiply-shift, which
 // is as uniform as a modulo and avoids the division.
-func reduce(h uint32, n uint32) uint32 { return uint32((uint64(h) * uint64(n)) >> 32) }
+func Reduce(h uint32, n uint32) uint32 { return uint32((uint64(h) * uint64(n)) >> 32) }
 
 // H0 is the first-level hash: the partition (server) of row idx among n.
 // It depends only on (idx, seed), never on the other indices present, so
 // every worker sends a row to the same server.
-func H0(idx, seed uint32, n int) int { return int(reduce(MM3(idx, seed), uint32(n))) }
+func H0(idx, seed uint32, n int) int { return int(Reduce(MM3(idx, seed), uint32(n))) }
 
 // Seeds are the hash seeds every rank must agree on: Seeds[0] drives h0,
 // Seeds[1..k] the second-level functions h1..hk.

@@ -124,12 +124,12 @@ func (h *Hasher) Hash(idx []uint32, cfg HashConfig) (*Parts, error) {
 		var local [][2]int32
 		for pos := lo; pos < hi; pos++ {
 			v := idx[pos]
-			p := int(reduce(MM3(v, seeds[0]), uint32(n)))
+			p := int(Reduce(MM3(v, seeds[0]), uint32(n)))
 			base := p * stride
 			tag := uint32(pos) + 1
 			done := false
 			for i := 1; i <= k; i++ {
-				q := int(reduce(MM3(v, seeds[i]), uint32(r1)))
+				q := int(Reduce(MM3(v, seeds[i]), uint32(r1)))
 				if atomic.CompareAndSwapUint32(&x[base+q], 0, tag) {
 					done = true
 					break
@@ -252,7 +252,7 @@ func (b *Bucketer) Bucket(idx []uint32, n int, seed uint32, nworkers int) *Parts
 	forChunksIdx(m, nw, func(w, lo, hi int) {
 		h := make([]int, n)
 		for pos := lo; pos < hi; pos++ {
-			j := int32(reduce(MM3(idx[pos], seed), uint32(n)))
+			j := int32(Reduce(MM3(idx[pos], seed), uint32(n)))
 			part[pos] = j
 			h[j]++
 		}
