@@ -70,6 +70,7 @@ bench: deps build
 	bash bench/hashsync/run.sh --cluster 1gbit
 	bash bench/ckpt/run.sh
 	bash bench/ckpt/interfere.sh 200mbit
+	bash bench/ckpt/persist.sh
 
 ## demo: the main job on its embedded default
 demo: deps build

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/ckpt/internal/agent"
+	"trainwire.dev/tools/ckpt/internal/health"
+	"trainwire.dev/tools/ckpt/internal/tier"
 )
 
 // AgentFlags are what every verb talking to a local agent shares.
@@ -68,6 +71,11 @@ type AgentCmd struct {
 	Bandwidth    string        `help:"With --interleave: link bandwidth B for f(s) = α + s/B (bytes/s, e.g. 125MB, 1Gbit)." default:"1Gbit"`
 	Alpha        float64       `help:"With --interleave: per-chunk start-up time α in seconds." default:"0.0005"`
 	Mu           float64       `help:"With --interleave: share μ of each idle span to use." default:"0.9"`
+	Persistent   string        `help:"The persistent tier's directory (as given to ckpt persist): when CPU memory cannot serve every rank, every rank restores its latest catalogued iteration." env:"TRAINWIRE_CKPT_PERSISTENT" type:"path"`
+	Etcd         []string      `help:"etcd endpoints (http://host:port,…): heartbeat under a lease, elect one root agent that classifies failures and publishes recovery decisions." env:"TRAINWIRE_CKPT_ETCD"`
+	Machine      string        `help:"With --etcd: this machine's identity (default: hostname and boot id); a rank back on the same machine is a software failure." env:"TRAINWIRE_CKPT_MACHINE"`
+	HeartbeatTTL time.Duration `help:"With --etcd: the heartbeat lease's TTL (failure detection takes about this long)." default:"3s" env:"TRAINWIRE_CKPT_HEARTBEAT_TTL"`
+	Grace        time.Duration `help:"With --etcd: how long the root waits for a vanished rank to come back before calling it a hardware failure (0: the TTL)." default:"0s" env:"TRAINWIRE_CKPT_GRACE"`
 	Pace         string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
 }
 
@@ -90,7 +98,7 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	}
 	cfg := agent.Config{Rank: env.Rank, World: env.World, Peers: peers, Socket: socket, M: c.M, Memory: mem,
 		Buffer: int64(c.Buffer), Parts: c.Parts, Token: []byte(c.Token), Run: env.RunID, Timeout: c.Timeout,
-		CommitWait: c.CommitWait, Retries: c.Retries, Log: rio.Log}
+		CommitWait: c.CommitWait, Retries: c.Retries, Persistent: c.Persistent, Log: rio.Log}
 	if c.Pace != "none" && c.Pace != "" {
 		rate, err := parseRate(c.Pace)
 		if err != nil {
@@ -112,7 +120,33 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, err)
 	}
-	return a.Serve(rio.Ctx)
+	if len(c.Etcd) == 0 {
+		return a.Serve(rio.Ctx)
+	}
+	ctx, cancel := context.WithCancel(rio.Ctx)
+	defer cancel()
+	hc := health.Config{Endpoints: c.Etcd, Run: cfg.Run, Rank: env.Rank, World: env.World, M: c.M, Machine: c.Machine,
+		TTL: c.HeartbeatTTL, Grace: c.Grace, Log: rio.Log}
+	if c.Persistent != "" {
+		hc.Persistent = func() (int64, error) {
+			m, err := tier.Latest(c.Persistent, -1)
+			if err != nil {
+				return -1, err
+			}
+			return m.Iter, nil
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := health.Run(ctx, hc); err != nil {
+			rio.Log.Error("etcd health", "err", err)
+		}
+	}()
+	err = a.Serve(ctx)
+	cancel()
+	<-done
+	return err
 }
 
 // parseRate parses bytes per second: 100e6, 100MB, 1.25GB, 95MiB, 1Gbit.

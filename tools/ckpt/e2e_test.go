@@ -55,11 +55,16 @@ type cluster struct {
 	mu    sync.Mutex
 	procs map[int]*exec.Cmd
 	logs  map[int]*syncBuf
+	// machine, if set, gives rank r's TRAINWIRE_CKPT_MACHINE.
+	machine map[int]string
 }
 
 func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*syncBuf{}}
+	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*syncBuf{}, machine: map[int]string{}}
+	for r := 0; r < n; r++ {
+		c.machine[r] = fmt.Sprintf("machine-%d", r)
+	}
 	for r := 0; r < n; r++ {
 		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t)))
 	}
@@ -106,6 +111,11 @@ func (c *cluster) start(r int, peers []string) {
 	args = append(args, c.extra...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e-token")
+	c.mu.Lock()
+	if m, ok := c.machine[r]; ok {
+		cmd.Env = append(cmd.Env, "TRAINWIRE_CKPT_MACHINE="+m)
+	}
+	c.mu.Unlock()
 	lb := &syncBuf{}
 	cmd.Stderr, cmd.Stdout = lb, lb
 	if err := cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"trainwire.dev/lib/cli"
@@ -112,12 +113,15 @@ func detect(br *bufio.Reader) string {
 type RestoreCmd struct {
 	AgentFlags
 	cli.WireFlags
-	Latest  bool          `help:"The latest globally committed iteration (the default)."`
-	Iter    int64         `help:"This iteration (it must be committed; -1: the latest)." default:"-1"`
-	Output  string        `short:"o" help:"Write the state here; - for stdout." default:"-" type:"path"`
-	Format  string        `help:"bytes: exactly what was saved (stream, safetensors or raw); frames: the saved tensors as a trainwire stream; safetensors: as a safetensors file (from frames or safetensors)." enum:"bytes,frames,safetensors" default:"bytes"`
-	Shm     bool          `help:"Copy straight from the agent's shared memory into --output (a file, e.g. in /dev/shm), not through the socket."`
-	Timeout time.Duration `help:"Deadline for the agent's answers." default:"120s" env:"TRAINWIRE_TIMEOUT"`
+	Latest   bool          `help:"The latest globally committed iteration (the default)."`
+	Iter     int64         `help:"This iteration (it must be committed; -1: the latest)." default:"-1"`
+	Output   string        `short:"o" help:"Write the state here; - for stdout." default:"-" type:"path"`
+	Format   string        `help:"bytes: exactly what was saved (stream, safetensors or raw); frames: the saved tensors as a trainwire stream; safetensors: as a safetensors file (from frames or safetensors)." enum:"bytes,frames,safetensors" default:"bytes"`
+	Shm      bool          `help:"Copy straight from the agent's shared memory into --output (a file, e.g. in /dev/shm), not through the socket."`
+	Timeout  time.Duration `help:"Deadline for the agent's answers." default:"120s" env:"TRAINWIRE_TIMEOUT"`
+	From     string        `help:"memory: ask the local agent (local memory, else a peer's); persistent: read the persistent tier (--dir), no agent needed." enum:"memory,persistent" default:"memory"`
+	Dir      string        `help:"With --from persistent: the persistent directory." env:"TRAINWIRE_CKPT_PERSISTENT" type:"path"`
+	Progress string        `help:"With --from persistent: progress bar on stderr: auto (on a terminal), always, never." enum:"auto,always,never" default:"auto"`
 }
 
 // Run restores and says where the state came from.
@@ -125,6 +129,9 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 	env, socket, err := c.resolve()
 	if err != nil {
 		return err
+	}
+	if c.From == "persistent" {
+		return c.fromPersistent(rio, env.Rank)
 	}
 	cl, err := agent.Dial(socket, c.Timeout, c.Limits())
 	if err != nil {
@@ -195,6 +202,9 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 	where := "local memory"
 	if len(src) > 5 && src[:5] == "peer:" {
 		where = "peer memory (rank " + src[5:] + ")"
+	}
+	if p, ok := strings.CutPrefix(src, "persistent:"); ok {
+		where = "persistent storage (" + p + ", the agent's fallback)"
 	}
 	fmt.Fprintf(rio.Stderr, "ckpt: rank %d restored iteration %s (%s bytes, %s) from %s in %v\n", env.Rank, res["iter"], res["len"], res["format"], where, time.Since(start).Round(time.Millisecond))
 	return nil

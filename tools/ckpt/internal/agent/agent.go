@@ -57,6 +57,10 @@ type Config struct {
 	// Interleave, if set, schedules replication into the training
 	// traffic's idle spans (Algorithm 6.2).
 	Interleave *Interleave
+	// Persistent, if set, is the persistent tier's directory: recovery
+	// falls back to its latest catalogued iteration when CPU memory cannot
+	// serve every rank.
+	Persistent string
 	Log        *slog.Logger
 }
 

@@ -18,6 +18,7 @@ import (
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/ckpt/internal/safetensors"
 	"trainwire.dev/tools/ckpt/internal/store"
+	"trainwire.dev/tools/ckpt/internal/tier"
 )
 
 // serveTrainer serves the local trainer's requests on one connection.
@@ -623,8 +624,11 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		}
 		target = it
 	}
-	persistent := "falling back to persistent storage: none is configured (the persistent tier is not built yet), so there is nothing to restore"
+	persistent := "falling back to persistent storage: none is configured (start the agents with --persistent DIR), so there is nothing to restore"
 	if target < 0 {
+		if a.cfg.Persistent != "" {
+			return a.restorePersistent(cn, meta, fmt.Sprintf("no committed checkpoint in the memory of any live agent (unreachable: %s)", list(dead)))
+		}
 		return nil, nil, cn.sendError("missing", fmt.Errorf("no committed checkpoint in the memory of any live agent (unreachable: %s); %s", list(dead), persistent))
 	}
 	// Every rank's shard of target must be on a live holder, or no rank
@@ -647,6 +651,9 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		}
 	}
 	if len(lost) > 0 {
+		if a.cfg.Persistent != "" {
+			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s", target, strings.Join(lost, ", ")))
+		}
 		return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s; unreachable: %s; every rank must restart from the same persistent iteration — %s",
 			target, strings.Join(lost, ", "), list(dead), persistent))
 	}
@@ -683,9 +690,19 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 			break
 		}
 		if tb == nil && hv == nil {
+			if a.cfg.Persistent != "" {
+				return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d of rank %d: every holder failed to send it: %v", target, me, errors.Join(errs...)))
+			}
 			return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d of rank %d: every holder failed to send it: %v; %s", target, me, errors.Join(errs...), persistent))
 		}
 	}
+	return a.handOver(cn, meta, target, maxCommitted, source, hv, tb, data, sum, format)
+}
+
+// handOver checks the shard's digest and sends it to the trainer in the
+// mode asked for.
+func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted int64, source string, hv *store.Version, tb *store.Buffer, data []byte, sum uint64, format string) (*store.Version, *store.Buffer, error) {
+	me := a.cfg.Rank
 	release := func() {
 		if hv != nil {
 			a.st.Unpin(hv)
@@ -863,4 +880,31 @@ func recvInto(cn *conn, data []byte, v *store.Version, maxChunk int64) error {
 			return fmt.Errorf("%s: unexpected %s frame in a shard", cn.who, f.Type())
 		}
 	}
+}
+
+// restorePersistent is recovery's last resort: every rank loads the same
+// iteration, the latest the persistent catalog names (or the one asked
+// for), checked against the catalog's digests.
+func (a *Agent) restorePersistent(cn *conn, meta map[string]string, why string) (*store.Version, *store.Buffer, error) {
+	iter := int64(-1)
+	if meta[kLatest] != "1" {
+		if it, err := metaInt(meta, kIter); err == nil {
+			iter = it
+		}
+	}
+	m, err := tier.Latest(a.cfg.Persistent, iter)
+	if err != nil {
+		return nil, nil, cn.sendError("lost", fmt.Errorf("%s; every rank must restart from the same persistent iteration, but the persistent tier %s has none: %v", why, a.cfg.Persistent, err))
+	}
+	data, s, err := tier.ReadShard(a.cfg.Persistent, m, a.cfg.Rank)
+	if err != nil {
+		return nil, nil, cn.sendError("corrupt", fmt.Errorf("%s; persistent iteration %d: %v", why, m.Iter, err))
+	}
+	b, err := store.NewBuffer(fmt.Sprintf("ckpt-persistent-%d", m.Iter), int64(len(data)))
+	if err != nil {
+		return nil, nil, cn.sendError("failed", err)
+	}
+	copy(b.Bytes(), data)
+	a.log.Warn("recovering from the persistent tier", "why", why, "iter", m.Iter, "dir", a.cfg.Persistent)
+	return a.handOver(cn, meta, m.Iter, m.Iter, fmt.Sprintf("persistent:%s", s.File), nil, b, b.Bytes()[:len(data)], s.XXH3, s.Format)
 }

@@ -36,7 +36,11 @@ func Dense(b []byte) ([]*wire.Dense, error) {
 }
 
 // Write writes dense frames as one safetensors file, in order.
-func Write(w io.Writer, ds []*wire.Dense) error {
+func Write(w io.Writer, ds []*wire.Dense) error { return WriteMeta(w, ds, nil) }
+
+// WriteMeta is Write with a __metadata__ entry (strings to strings), if
+// meta is not empty.
+func WriteMeta(w io.Writer, ds []*wire.Dense, meta map[string]string) error {
 	from := map[wire.DType]string{}
 	for k, v := range toWire {
 		from[v] = k
@@ -58,7 +62,15 @@ func Write(w io.Writer, ds []*wire.Dense) error {
 		hdr[d.Name] = entry{DType: st, Shape: shape, DataOffsets: []int64{off, off + int64(len(d.Data))}}
 		off += int64(len(d.Data))
 	}
-	h, err := json.Marshal(hdr)
+	var full any = hdr
+	if len(meta) > 0 {
+		m := map[string]any{"__metadata__": meta}
+		for k, v := range hdr {
+			m[k] = v
+		}
+		full = m
+	}
+	h, err := json.Marshal(full)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"trainwire.dev/lib/cli/clitest"
+	"trainwire.dev/tools/ckpt/internal/health"
+)
+
+// startEtcd starts a real etcd on loopback (free ports, a temp data dir)
+// and returns its client endpoint. Without /usr/bin/etcd it skips, unless
+// TRAINWIRE_REQUIRE_PYTHON is set (CI), where it fails.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	bin := "/usr/bin/etcd"
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("TRAINWIRE_REQUIRE_PYTHON") != "" {
+			t.Fatalf("%s is missing (scripts/deps.sh installs etcd-server)", bin)
+		}
+		t.Skipf("%s is missing: install etcd-server (scripts/deps.sh) to run the etcd tests", bin)
+	}
+	cp, pp := clitest.FreePort(t), clitest.FreePort(t)
+	client := fmt.Sprintf("http://127.0.0.1:%d", cp)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", pp)
+	cmd := exec.Command(bin, "--name", "tw", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "tw="+peer,
+		"--heartbeat-interval", "50", "--election-timeout", "500")
+	log := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("etcd log:\n%s", log)
+		}
+	})
+	cli, err := health.NewClient([]string{client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	waitFor(t, "etcd to serve", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := cli.Get(ctx, "x")
+		return err == nil
+	})
+	return client
+}
+
+func decisions(t *testing.T, cli *clientv3.Client) []health.Decision {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := health.Decisions(ctx, cli, "e2e")
+	if err != nil {
+		t.Logf("decisions: %v", err)
+	}
+	return ds
+}
+
+// waitDecision waits for a decision of kind about rank r after the first
+// `after` decisions, and returns it.
+func waitDecision(t *testing.T, cli *clientv3.Client, after int, kind string, r int) health.Decision {
+	t.Helper()
+	var got health.Decision
+	waitFor(t, fmt.Sprintf("a %s decision about rank %d", kind, r), func() bool {
+		ds := decisions(t, cli)
+		for _, d := range ds[min(after, len(ds)):] {
+			if d.Kind == kind && slices.Contains(d.Ranks, r) {
+				got = d
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// C-RC-7, C-ARCH-2: heartbeats on etcd leases, one elected root that
+// classifies failures; killing the root elects another and recovery
+// completes; a restart on the same machine is a software failure; a lost
+// group sends every rank to the same persistent iteration.
+func TestE2EEtcdRoot(t *testing.T) {
+	ep := startEtcd(t)
+	dir := filepath.Join(t.TempDir(), "persistent")
+	c := newCluster(t, 4, "--m", "2", "--buffer", "1MiB", "--etcd", ep, "--heartbeat-ttl", "2s", "--grace", "1s", "--persistent", dir)
+	cli, err := health.NewClient([]string{ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	c.saveAll(1, allRanks(4), func(r int) []byte { return shard(r, 1, small) }, "--format", "raw")
+	for r := 0; r < 4; r++ {
+		c.waitCommitted(r, 1)
+	}
+	c.persist(dir)
+	leader := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return health.Leader(ctx, cli, "e2e")
+	}
+	waitFor(t, "a root to be elected", func() bool { return leader() >= 0 })
+	old := leader()
+
+	// Kill the root: another is elected, detects the old root's failure
+	// (hardware: it stays gone), and a replacement on a spare machine
+	// recovers its shard from its group.
+	killed := time.Now()
+	c.kill(old)
+	waitFor(t, "a new root", func() bool { l := leader(); return l >= 0 && l != old })
+	d := waitDecision(t, cli, 0, "hardware", old)
+	t.Logf("root %d killed: new root %d decided %q in %v after the kill (%.0f ms after the heartbeat expired)",
+		old, d.Root, d.Kind, time.Unix(0, d.DecidedAt).Sub(killed).Round(time.Millisecond), d.DetectedMS)
+	if d.Root == old || !strings.Contains(d.Action, "fetches its shard from its group") {
+		t.Fatalf("decision %+v", d)
+	}
+	n := len(decisions(t, cli))
+	c.mu.Lock()
+	c.machine[old] = "spare-machine"
+	c.mu.Unlock()
+	c.start(old, nil)
+	waitDecision(t, cli, n, "replaced", old)
+	c.restore(old, shard(old, 1, small), 1, "from peer memory")
+
+	// A restart on the same machine: software.
+	sw := (old + 2) % 4
+	if sw == leader() {
+		sw = (sw + 1) % 4
+	}
+	n = len(decisions(t, cli))
+	c.kill(sw)
+	c.start(sw, nil)
+	waitDecision(t, cli, n, "software", sw)
+
+	// A whole group (two ranks holding each other's shards) lost: every
+	// rank is told the same persistent iteration.
+	root := leader()
+	g := []int{0, 1}
+	if root <= 1 {
+		g = []int{2, 3}
+	}
+	n = len(decisions(t, cli))
+	c.kill(g[0])
+	c.kill(g[1])
+	d = waitDecision(t, cli, n, "lost_group", g[1])
+	if d.Iter != 1 {
+		t.Fatalf("lost group decision without the persistent iteration: %+v", d)
+	}
+	for r := 0; r < 4; r++ {
+		if !slices.Contains(g, r) {
+			c.restore(r, shard(r, 1, small), 1, "from persistent storage")
+		}
+	}
+	out, stderr, code := c.tool("health", "--etcd", ep, "--run-id", "e2e")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("root agent rank %d; 2 agents alive", root)) || !strings.Contains(out, "lost_group") {
+		t.Fatalf("ckpt health: exit %d\n%s%s", code, out, stderr)
+	}
+}

@@ -1,0 +1,418 @@
+// Package tier is ckpt's persistent tier: a directory (local disk, NFS, a
+// mounted object store) of shard files, published by a pebble catalog
+// (internal/catalog). Writers hold an exclusive flock on DIR/.lock; shard
+// files are written to a temporary directory, fsynced, renamed into place,
+// and only then named by the catalog (one synced batch). Readers consult
+// only the catalog, so a killed writer leaves nothing they can see.
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+
+	"trainwire.dev/tools/ckpt/internal/catalog"
+)
+
+// ErrBusy is returned by Lock when another process holds the lock.
+var ErrBusy = errors.New("another ckpt persist or prune holds the lock")
+
+// CatalogWait bounds how long an opener waits for another process's brief
+// hold on the catalog.
+const CatalogWait = 60 * time.Second
+
+// Lock takes the exclusive writer lock DIR/.lock, waiting up to wait
+// (0: fail at once with ErrBusy). The lock dies with the process.
+func Lock(dir string, wait time.Duration) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, ErrBusy
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Source is where persist reads committed shards from (the agents).
+type Source interface {
+	World() int
+	Latest(ctx context.Context) (int64, [][]int, error)
+	Fetch(ctx context.Context, holder, owner int, iter int64, w io.Writer, progress func(int64)) (Fetched, error)
+}
+
+// Fetched describes a shard a Source wrote.
+type Fetched struct {
+	Len    int64
+	XXH3   uint64
+	CRC32C uint32
+	Format string
+}
+
+// Result is what Persist did.
+type Result struct {
+	Iter    int64
+	Bytes   int64
+	Skipped bool // already in the catalog
+	Shards  int
+}
+
+// Options tune Persist.
+type Options struct {
+	Run  string
+	Tags []string
+	// Rate, if > 0, caps the bytes per second written.
+	Rate float64
+	// Progress, if set, is called with bytes done so far.
+	Progress func(done int64)
+}
+
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Cleanup removes what a killed writer left: temporary directories and
+// iteration directories the catalog does not name. Hold the lock.
+func Cleanup(dir string, named map[int64]bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, e := range ents {
+		n := e.Name()
+		it, isIter := catalog.ParseIterDir(n)
+		if strings.HasPrefix(n, ".tmp-") || (isIter && !named[it]) {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return gone, err
+			}
+			gone = append(gone, n)
+		}
+	}
+	return gone, nil
+}
+
+// Named returns the iterations the catalog names.
+func Named(c *catalog.Catalog) (map[int64]bool, []*catalog.Manifest, error) {
+	all, err := c.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	named := map[int64]bool{}
+	for _, m := range all {
+		named[m.Iter] = true
+	}
+	return named, all, nil
+}
+
+type rateWriter struct {
+	w     io.Writer
+	rate  float64
+	start time.Time
+	n     int64
+	ctx   context.Context
+}
+
+func (r *rateWriter) Write(p []byte) (int, error) {
+	const piece = 256 << 10
+	written := 0
+	for len(p) > 0 {
+		b := p[:min(len(p), piece)]
+		n, err := r.w.Write(b)
+		written += n
+		r.n += int64(n)
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+		if r.rate > 0 {
+			due := r.start.Add(time.Duration(float64(r.n) / r.rate * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-r.ctx.Done():
+				return written, r.ctx.Err()
+			}
+		}
+	}
+	return written, nil
+}
+
+// Persist writes the latest committed checkpoint of every rank to dir and
+// publishes it in the catalog. The caller holds the lock. If the catalog
+// already names that iteration, it does nothing (idempotent).
+func Persist(ctx context.Context, dir string, src Source, o Options) (Result, error) {
+	iter, where, err := src.Latest(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	c, err := catalog.Open(dir, CatalogWait)
+	if err != nil {
+		return Result{}, err
+	}
+	named, _, err := Named(c)
+	c.Close()
+	if err != nil {
+		return Result{}, err
+	}
+	if named[iter] {
+		return Result{Iter: iter, Skipped: true}, nil
+	}
+	if _, err := Cleanup(dir, named); err != nil {
+		return Result{}, err
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".tmp-%s-%d", catalog.DirName(iter), os.Getpid()))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return Result{}, err
+	}
+	m := &catalog.Manifest{Iter: iter, World: src.World(), Run: o.Run, Created: time.Now().UTC(), Tags: o.Tags}
+	rw := &rateWriter{rate: o.Rate, start: time.Now(), ctx: ctx}
+	var base int64
+	for owner, hs := range where {
+		name := catalog.ShardName(owner)
+		path := filepath.Join(tmp, name)
+		var errs []error
+		var got Fetched
+		ok := false
+		for _, h := range hs {
+			f, err := os.Create(path)
+			if err != nil {
+				return Result{}, err
+			}
+			rw.w = f
+			prog := func(n int64) {
+				if o.Progress != nil {
+					o.Progress(base + n)
+				}
+			}
+			got, err = src.Fetch(ctx, h, owner, iter, rw, prog)
+			if err == nil {
+				err = f.Sync()
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("from rank %d: %w", h, err))
+				if ctx.Err() != nil {
+					break
+				}
+				continue
+			}
+			ok = true
+			break
+		}
+		if !ok {
+			_ = os.RemoveAll(tmp)
+			return Result{}, fmt.Errorf("rank %d's shard of iteration %d: %w", owner, iter, errors.Join(errs...))
+		}
+		base += got.Len
+		m.Bytes += got.Len
+		m.Shards = append(m.Shards, catalog.Shard{Rank: owner, File: filepath.Join(catalog.DirName(iter), name), Len: got.Len, CRC32C: got.CRC32C, XXH3: got.XXH3, Format: got.Format})
+	}
+	if err := fsyncDir(tmp); err != nil {
+		return Result{}, err
+	}
+	final := filepath.Join(dir, catalog.DirName(iter))
+	if err := os.RemoveAll(final); err != nil { // unpublished leftovers
+		return Result{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return Result{}, err
+	}
+	if err := fsyncDir(dir); err != nil {
+		return Result{}, err
+	}
+	// Last: the catalog names it (one synced batch).
+	c, err = catalog.Open(dir, CatalogWait)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.Close()
+	if err := c.Publish(m); err != nil {
+		return Result{}, err
+	}
+	return Result{Iter: iter, Bytes: m.Bytes, Shards: len(m.Shards)}, nil
+}
+
+// Problem is one shard that failed verification.
+type Problem struct {
+	Iter int64
+	Rank int
+	File string
+	Err  error
+}
+
+func (p Problem) Error() string {
+	return fmt.Sprintf("iteration %d, rank %d (%s): %v", p.Iter, p.Rank, p.File, p.Err)
+}
+
+// CheckShard re-hashes one shard file against its catalog record; it
+// returns the bytes read.
+func CheckShard(dir string, s catalog.Shard, progress func(int64)) (int64, error) {
+	f, err := os.Open(filepath.Join(dir, s.File))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	hx := xxh3.New()
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	var crc uint32
+	buf := make([]byte, 4<<20)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		if k > 0 {
+			_, _ = hx.Write(buf[:k])
+			crc = crc32.Update(crc, tab, buf[:k])
+			n += int64(k)
+			if progress != nil {
+				progress(n)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	switch {
+	case n != s.Len:
+		return n, fmt.Errorf("length %d, catalog says %d", n, s.Len)
+	case crc != s.CRC32C:
+		return n, fmt.Errorf("CRC32C %08x, catalog says %08x", crc, s.CRC32C)
+	case hx.Sum64() != s.XXH3:
+		return n, fmt.Errorf("XXH3 %016x, catalog says %016x", hx.Sum64(), s.XXH3)
+	}
+	return n, nil
+}
+
+// ReadShard reads rank's shard of m and checks it against the catalog
+// (length, CRC32C, XXH3); a mismatch is refused.
+func ReadShard(dir string, m *catalog.Manifest, rank int) ([]byte, catalog.Shard, error) {
+	return ReadShardProgress(dir, m, rank, nil)
+}
+
+// ReadShardProgress is ReadShard calling progress with the bytes read.
+func ReadShardProgress(dir string, m *catalog.Manifest, rank int, progress func(int64)) ([]byte, catalog.Shard, error) {
+	var s *catalog.Shard
+	for i := range m.Shards {
+		if m.Shards[i].Rank == rank {
+			s = &m.Shards[i]
+		}
+	}
+	if s == nil {
+		return nil, catalog.Shard{}, fmt.Errorf("persisted iteration %d has no shard of rank %d (world %d)", m.Iter, rank, m.World)
+	}
+	data, err := readFile(filepath.Join(dir, s.File), s.Len, progress)
+	if err != nil {
+		return nil, *s, err
+	}
+	p := Problem{Iter: m.Iter, Rank: rank, File: s.File}
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	switch {
+	case int64(len(data)) != s.Len:
+		p.Err = fmt.Errorf("length %d, catalog says %d", len(data), s.Len)
+	case crc32.Checksum(data, tab) != s.CRC32C:
+		p.Err = fmt.Errorf("CRC32C %08x, catalog says %08x", crc32.Checksum(data, tab), s.CRC32C)
+	case xxh3.Hash(data) != s.XXH3:
+		p.Err = fmt.Errorf("XXH3 %016x, catalog says %016x", xxh3.Hash(data), s.XXH3)
+	}
+	if p.Err != nil {
+		return nil, *s, fmt.Errorf("refusing a corrupt persisted shard: %w", p)
+	}
+	return data, *s, nil
+}
+
+// Latest opens the catalog briefly and returns iteration iter's manifest
+// (the latest if iter < 0).
+func Latest(dir string, iter int64) (*catalog.Manifest, error) {
+	if _, err := os.Stat(filepath.Join(dir, "catalog")); err != nil {
+		return nil, fmt.Errorf("%s holds no catalog: %w", dir, catalog.ErrNone)
+	}
+	c, err := catalog.Open(dir, CatalogWait)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Get(iter)
+}
+
+// Keep returns which of iters (any order) prune keeps: the keep newest,
+// every iteration divisible by every (> 0), and those pinned.
+func Keep(all []*catalog.Manifest, keep int, every int64) map[int64]bool {
+	its := make([]int64, 0, len(all))
+	out := map[int64]bool{}
+	for _, m := range all {
+		its = append(its, m.Iter)
+		for _, t := range m.Tags {
+			if t == "pin" {
+				out[m.Iter] = true
+			}
+		}
+		if every > 0 && m.Iter%every == 0 {
+			out[m.Iter] = true
+		}
+	}
+	sort.Slice(its, func(i, j int) bool { return its[i] > its[j] })
+	for i := 0; i < keep && i < len(its); i++ {
+		out[its[i]] = true
+	}
+	return out
+}
+
+// readFile reads a whole file (at most want+1 bytes are expected) in
+// pieces, calling progress.
+func readFile(path string, want int64, progress func(int64)) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() != want {
+		return nil, fmt.Errorf("%s: %d bytes, the catalog says %d", path, st.Size(), want)
+	}
+	data := make([]byte, want)
+	var n int64
+	for n < want {
+		k, err := f.Read(data[n:min(want, n+8<<20)])
+		n += int64(k)
+		if progress != nil {
+			progress(n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w at byte %d of %d", path, err, n, want)
+		}
+	}
+	return data, nil
+}
