@@ -104,32 +104,8 @@ func (r *parser) args(ev *Event) error {
 			if field != aNone {
 				v, _ = r.s.Scaled(0)
 			}
-			switch field {
-			case aStream:
-				ev.Stream = v
-			case aCorr:
-				ev.Corr = v
-			case aExtID:
-				ev.ExtID = v
-			case aDevice:
-				ev.Device = v
-			case aInNelems:
-				ev.InNelems = v
-			case aOutNelems:
-				ev.OutNelems = v
-			case aGroupSize:
-				ev.GroupSize = v
-			case aSeq:
-				ev.Seq = v
-			case aBytes:
-				ev.Bytes = v
-			case aAddr:
-				ev.Addr = v
-			case aTotalAlloc:
-				ev.TotalAllocated = v
-			case aTotalRes:
-				ev.TotalReserved = v
-			case aStartEpoch:
+			setIntArg(ev, field, v)
+			if field == aStartEpoch {
 				if ns, ok := r.s.Scaled(3); ok {
 					ev.epochNS = ns
 				}
@@ -139,24 +115,7 @@ func (r *parser) args(ev *Event) error {
 				ev.Args = append(ev.Args, Arg{Key: key, Num: f, IsNum: true})
 			}
 		case jsontok.String:
-			switch field {
-			case aColl:
-				ev.Coll = r.str(b)
-			case aDType:
-				ev.DType = r.str(b)
-			case aPG:
-				ev.PG = r.str(b)
-			case aLabel:
-				ev.Label = r.str(b)
-			case aShape:
-				ev.InNumel = shapeNumel(b)
-			case aSeq:
-				if v, ok := jsontok.ParseInt(b); ok {
-					ev.Seq = v
-				}
-			case aAddr:
-				ev.Addr = parseID(b)
-			}
+			r.setStrArg(ev, field, b)
 			if r.keepArgs {
 				ev.Args = append(ev.Args, Arg{Key: key, Str: r.str(b)})
 			}
@@ -262,4 +221,57 @@ func shapeNumel(b []byte) int64 {
 		return 1 // a scalar
 	}
 	return n
+}
+
+// setIntArg stores an integer arg in the event field it names (aStartEpoch
+// is left to the caller: its value depends on the scale it was read at).
+func setIntArg(ev *Event, field int, v int64) {
+	switch field {
+	case aStream:
+		ev.Stream = v
+	case aCorr:
+		ev.Corr = v
+	case aExtID:
+		ev.ExtID = v
+	case aDevice:
+		ev.Device = v
+	case aInNelems:
+		ev.InNelems = v
+	case aOutNelems:
+		ev.OutNelems = v
+	case aGroupSize:
+		ev.GroupSize = v
+	case aSeq:
+		ev.Seq = v
+	case aBytes:
+		ev.Bytes = v
+	case aAddr:
+		ev.Addr = v
+	case aTotalAlloc:
+		ev.TotalAllocated = v
+	case aTotalRes:
+		ev.TotalReserved = v
+	}
+}
+
+// setStrArg stores a string arg in the event field it names.
+func (r *parser) setStrArg(ev *Event, field int, b []byte) {
+	switch field {
+	case aColl:
+		ev.Coll = r.str(b)
+	case aDType:
+		ev.DType = r.str(b)
+	case aPG:
+		ev.PG = r.str(b)
+	case aLabel:
+		ev.Label = r.str(b)
+	case aShape:
+		ev.InNumel = shapeNumel(b)
+	case aSeq:
+		if v, ok := jsontok.ParseInt(b); ok {
+			ev.Seq = v
+		}
+	case aAddr:
+		ev.Addr = parseID(b)
+	}
 }

@@ -211,35 +211,9 @@ func (r *parser) fastArgs(ev *Event, b []byte, i int, dl int) (int, bool) {
 			numText := b[i:j]
 			i = j
 			if field != aNone {
-				switch field {
-				case aStream:
-					ev.Stream = v
-				case aCorr:
-					ev.Corr = v
-				case aExtID:
-					ev.ExtID = v
-				case aDevice:
-					ev.Device = v
-				case aInNelems:
-					ev.InNelems = v
-				case aOutNelems:
-					ev.OutNelems = v
-				case aGroupSize:
-					ev.GroupSize = v
-				case aSeq:
-					ev.Seq = v
-				case aBytes:
-					ev.Bytes = v
-				case aAddr:
-					ev.Addr = v
-				case aTotalAlloc:
-					ev.TotalAllocated = v
-				case aTotalRes:
-					ev.TotalReserved = v
-				case aStartEpoch:
-					if vok {
-						ev.epochNS = v
-					}
+				setIntArg(ev, field, v)
+				if field == aStartEpoch && vok {
+					ev.epochNS = v
 				}
 			}
 			if r.keepArgs {
@@ -252,24 +226,7 @@ func (r *parser) fastArgs(ev *Event, b []byte, i int, dl int) (int, bool) {
 				return 0, false
 			}
 			i = j
-			switch field {
-			case aColl:
-				ev.Coll = r.str(s)
-			case aDType:
-				ev.DType = r.str(s)
-			case aPG:
-				ev.PG = r.str(s)
-			case aLabel:
-				ev.Label = r.str(s)
-			case aShape:
-				ev.InNumel = shapeNumel(s)
-			case aSeq:
-				if v, ok := jsontok.ParseInt(s); ok {
-					ev.Seq = v
-				}
-			case aAddr:
-				ev.Addr = parseID(s)
-			}
+			r.setStrArg(ev, field, s)
 			if r.keepArgs {
 				ev.Args = append(ev.Args, Arg{Key: key, Str: r.str(s)})
 			}
