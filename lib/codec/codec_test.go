@@ -585,12 +585,12 @@ func TestMSTopK(t *testing.T) {
 	in := map[uint32]bool{}
 	for _, i := range got {
 		in[i] = true
-		if float64(abs32(x[i])) < st.Thres2 && keyCeil(st.Thres2) > magKey(x[i]) {
+		if float64(abs32(x[i])) < st.Thres2 && KeyCeil(st.Thres2) > magKey(x[i]) {
 			t.Fatalf("selected %d below thres2", i)
 		}
 	}
 	for i, v := range x {
-		if magKey(v) >= keyCeil(st.Thres1) && !in[uint32(i)] {
+		if magKey(v) >= KeyCeil(st.Thres1) && !in[uint32(i)] {
 			t.Fatalf("%d at or above thres1 not selected", i)
 		}
 	}

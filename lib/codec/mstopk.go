@@ -58,7 +58,7 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 		st.Probes++
 		ratio := l + (r-l)/2
 		t := mean + ratio*(u-mean)
-		tk := keyCeil(t)
+		tk := KeyCeil(t)
 		parallel(cs, func(c, lo, hi int) {
 			n := 0
 			for _, v := range x[lo:hi] {
@@ -88,8 +88,8 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 		}
 	}
 	st.Thres1, st.Thres2 = thres1, thres2
-	t1 := keyCeil(thres1)
-	t2 := keyCeil(thres2)
+	t1 := KeyCeil(thres1)
+	t2 := KeyCeil(thres2)
 	// ι1 and ι2, ascending.
 	var i1, i2 []uint32
 	for i, v := range x {
@@ -109,9 +109,9 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	return out, st
 }
 
-// keyCeil returns the smallest magnitude key whose float is ≥ t (t ≥ 0;
+// KeyCeil returns the smallest magnitude key whose float is ≥ t (t ≥ 0;
 // +Inf gives a key above every finite or infinite float).
-func keyCeil(t float64) uint32 {
+func KeyCeil(t float64) uint32 {
 	if math.IsInf(t, 1) {
 		return 0x7f800001
 	}

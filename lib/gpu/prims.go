@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"trainwire.dev/lib/codec"
 	"unsafe"
 )
 
@@ -317,7 +318,7 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 		if err := d.be.memset0(cnt, 8); err != nil {
 			return probes, err
 		}
-		if err := d.launchGrid("tw_count_ge", grid, blockThreads, x, uint64(n), uint64(keyCeil(t)), cnt); err != nil {
+		if err := d.launchGrid("tw_count_ge", grid, blockThreads, x, uint64(n), uint64(codec.KeyCeil(t)), cnt); err != nil {
 			return probes, err
 		}
 		var cb [8]byte
@@ -340,7 +341,7 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 			break
 		}
 	}
-	s, err := d.selCount(x, n, keyCeil(thres1), keyCeil(thres2))
+	s, err := d.selCount(x, n, codec.KeyCeil(thres1), codec.KeyCeil(thres2))
 	if err != nil {
 		return probes, err
 	}
@@ -354,21 +355,6 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 		err = fmt.Errorf("gpu: mstopk wrote %d elements, want %d", got, k)
 	}
 	return probes, err
-}
-
-// keyCeil is lib/codec's: the smallest magnitude key whose float is >= t.
-func keyCeil(t float64) uint32 {
-	if math.IsInf(t, 1) {
-		return 0x7f800001
-	}
-	if t <= 0 {
-		return 0
-	}
-	f := float32(t)
-	if float64(f) < t {
-		f = math.Nextafter32(f, float32(math.Inf(1)))
-	}
-	return math.Float32bits(f)
 }
 
 // u32b views uint32s as their little-endian bytes.
