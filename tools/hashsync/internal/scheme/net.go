@@ -26,11 +26,20 @@ const (
 	fmtHello  uint32 = 7 // the configuration
 )
 
-// message is one payload with its announced format and count.
+// message is one payload with its announced format and count. A message
+// with a head sends it as its own mesh message before the body, so the
+// receiver can act on the head (say, the row indices) while the body (the
+// values) is still on the wire.
 type message struct {
 	fmt  uint32
 	n    uint64
+	head []byte
 	body []byte
+	// chunks, when set, cut body into messages of these lengths (empty
+	// ones are not sent), and ready(c) returns once chunk c's bytes are
+	// written: the sender streams a body that is still being produced.
+	chunks []int
+	ready  func(c int)
 }
 
 // Operation codes in message tags (bits 16–23; bits 24–31 are 0x7A so the
@@ -46,6 +55,7 @@ const (
 	opIntraAG
 	opProfile
 	opCounts
+	opPullHead // receive buffers only: pull heads travel under opPull's tag
 )
 
 func (s *Syncer) tag(op int) uint32 { return 0x7A000000 | uint32(op)<<16 | s.seq&0xFFFF }
@@ -72,6 +82,26 @@ func (s *Syncer) exchange(ph *mesh.Phase, op int, to []int, out func(p int) mess
 // received then alias it, so the caller must be done with them before it
 // passes reuse again.
 func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, bodyLen bodyLenFunc, onRecv func(p int, m message) error, reuse [][]byte) ([]message, error) {
+	lens := func(p int, f uint32, n uint64) (int, int, error) {
+		l, err := bodyLen(p, f, n)
+		return 0, l, err
+	}
+	return s.exchangeSplit(ph, op, to, out, from, lens, nil, onRecv, nil, reuse, nil, nil)
+}
+
+// splitLenFunc returns the head and body lengths a peer's (format, count)
+// implies, after checking both against what this rank can accept.
+type splitLenFunc func(peer int, f uint32, n uint64) (head, body int, err error)
+
+// exchangeSplit is exchangeThen for messages in two parts: each peer's
+// head is received (into reuseHead's buffer) and handed to onHead before
+// its body is received and handed to onBody, both in that peer's
+// receiving goroutine. Heads and bodies travel as separate mesh messages
+// in that order on each connection. With recvChunks, the body arrives in
+// pieces of the lengths recvChunks returns (called after onHead; they
+// must add up to the body's length, and the sender's message.chunks must
+// say the same), each handed to onChunk as it lands.
+func (s *Syncer) exchangeSplit(ph *mesh.Phase, op int, to []int, out func(p int) message, from []int, lens splitLenFunc, onHead, onBody func(p int, m message) error, reuseHead, reuseBody [][]byte, recvChunks func(p int, m message) []int, onChunk func(p, c int, b []byte) error) ([]message, error) {
 	tag := s.tag(op)
 	res := make([]message, s.n)
 	errs := make([]error, 2*s.n)
@@ -86,49 +116,107 @@ func (s *Syncer) exchangeThen(ph *mesh.Phase, op int, to []int, out func(p int) 
 				errs[p] = err
 				return
 			}
+			if len(m.head) > 0 {
+				if err := ph.Send(p, tag, m.head); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+			if m.chunks != nil {
+				off := 0
+				for c, l := range m.chunks {
+					if l > 0 {
+						m.ready(c)
+						if err := ph.Send(p, tag, m.body[off:off+l]); err != nil {
+							errs[p] = err
+							return
+						}
+					}
+					off += l
+				}
+				return
+			}
 			if len(m.body) > 0 {
 				errs[p] = ph.Send(p, tag, m.body)
 			}
 		})
 	}
+	// buf returns a receive buffer of l bytes, from reuse when given.
+	buf := func(reuse [][]byte, p, l int) []byte {
+		if reuse == nil {
+			return make([]byte, l)
+		}
+		if cap(reuse[p]) < l {
+			reuse[p] = make([]byte, l+l/8)
+		}
+		return reuse[p][:l]
+	}
 	for _, p := range from {
 		wg.Go(func() {
+			bad := func(err error) {
+				err = &BadPeerError{Rank: p, Phase: ph.Name(), Err: err}
+				s.m.Abort(err)
+				errs[s.n+p] = err
+			}
 			var hdr [metaLen]byte
 			if err := s.meta.Recv(p, tag, hdr[:]); err != nil {
 				errs[s.n+p] = err
 				return
 			}
 			m := message{fmt: binary.LittleEndian.Uint32(hdr[0:]), n: binary.LittleEndian.Uint64(hdr[8:])}
-			l, err := bodyLen(p, m.fmt, m.n)
-			if err == nil && int64(l) > s.cfg.MaxMessage {
-				err = fmt.Errorf("%d-byte message over the %d-byte limit (--max-message)", l, s.cfg.MaxMessage)
+			hl, bl, err := lens(p, m.fmt, m.n)
+			if err == nil && (int64(hl) > s.cfg.MaxMessage || int64(bl) > s.cfg.MaxMessage) {
+				err = fmt.Errorf("%d-byte message over the %d-byte limit (--max-message)", max(hl, bl), s.cfg.MaxMessage)
 			}
 			if err != nil {
-				err = &BadPeerError{Rank: p, Phase: ph.Name(), Err: err}
-				s.m.Abort(err)
-				errs[s.n+p] = err
+				bad(err)
 				return
 			}
-			if l > 0 {
-				if reuse != nil {
-					if cap(reuse[p]) < l {
-						reuse[p] = make([]byte, l+l/8)
-					}
-					m.body = reuse[p][:l]
-				} else {
-					m.body = make([]byte, l)
+			if hl > 0 {
+				m.head = buf(reuseHead, p, hl)
+				if err := ph.Recv(p, tag, m.head); err != nil {
+					errs[s.n+p] = err
+					return
 				}
+			}
+			if onHead != nil {
+				if err := onHead(p, m); err != nil {
+					bad(err)
+					return
+				}
+			}
+			if bl > 0 {
+				m.body = buf(reuseBody, p, bl)
+			}
+			if recvChunks != nil {
+				off := 0
+				for c, l := range recvChunks(p, m) {
+					if l > 0 {
+						if off+l > bl {
+							bad(fmt.Errorf("chunk %d overruns the %d-byte body", c, bl))
+							return
+						}
+						if err := ph.Recv(p, tag, m.body[off:off+l]); err != nil {
+							errs[s.n+p] = err
+							return
+						}
+					}
+					if err := onChunk(p, c, m.body[off:off+l]); err != nil {
+						bad(err)
+						return
+					}
+					off += l
+				}
+			} else if bl > 0 {
 				if err := ph.Recv(p, tag, m.body); err != nil {
 					errs[s.n+p] = err
 					return
 				}
 			}
 			res[p] = m
-			if onRecv != nil {
-				if err := onRecv(p, m); err != nil {
-					err = &BadPeerError{Rank: p, Phase: ph.Name(), Err: err}
-					s.m.Abort(err)
-					errs[s.n+p] = err
+			if onBody != nil {
+				if err := onBody(p, m); err != nil {
+					bad(err)
 				}
 			}
 		})

@@ -1,9 +1,12 @@
 package scheme
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"trainwire.dev/lib/collective"
@@ -121,6 +124,19 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 
 // syncPS is the parameter-server data path of zen, bp-coo and sparse-ps:
 // push COO partitions to their servers, aggregate in rank order, pull.
+//
+// The pull is a pipeline. Once every push is in, the server knows which
+// of its rows it will return (the union of the rows pushed to it, 𝕌) and
+// sends that set at once, as the head of its pull message (hash bitmap or
+// row indices). It then sums its partition chunk by chunk (position
+// ranges of its set, in rank order within each row) straight into the
+// pull body, and sends each chunk as soon as it is summed. A receiver
+// that has every server's head knows where each row goes in the
+// ascending result (merger), so it copies each chunk into place as it
+// lands: summing, sending, receiving and placing overlap, and the result
+// is complete when the last chunk is in. Rows whose sum is zero travel
+// (the set is fixed before the sums are known) and are dropped from a
+// sparse result by Sync's Compact.
 func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	t, st := p.T, &p.stats
 	w, n, me := t.Width, s.n, s.r
@@ -131,63 +147,19 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	}
 	all := others(n, me)
 	t0 := time.Now()
-	// Aggregate partition me: contributions added in rank order 0..n−1,
-	// each from 0, as the reference sum does. The adding overlaps the
-	// push: worker q's rows are added as soon as they and those of every
-	// lower rank are in. A compact accumulator: slot[pos] is 1 + the row's
-	// place in acc, assigned on first touch, so memory and clearing scale
-	// with the rows received, not with |𝕀_j|.
 	S := lay.size(me)
-	if cap(s.slot) < S {
-		s.slot = make([]int32, S)
-	}
-	slot := s.slot[:S]
-	acc := s.acc[:0]
-	touched := zen.NewBitmap(S)
 	var prof *profile
 	if p.scheme == "profile" {
 		prof = newProfile(n)
 	}
+	// Each push's rows become positions in this server's set as they
+	// arrive, checked to belong here (and to be distinct: a bitmap per
+	// message).
 	posOf := make([][]int32, n)
 	vals := make([][]float32, n)
-	ready := make([]chan struct{}, n)
-	for q := range ready {
-		ready[q] = make(chan struct{})
+	if len(s.dupBits) != n {
+		s.dupBits = make([][]uint64, n)
 	}
-	quit := make(chan struct{})
-	aggDone := make(chan bool, 1)
-	go func() {
-		for q := range n {
-			select {
-			case <-ready[q]:
-			case <-quit:
-				aggDone <- false
-				return
-			}
-			if prof != nil {
-				prof.rowsFrom[q] = len(posOf[q])
-			}
-			val := vals[q]
-			for k, p32 := range posOf[q] {
-				pos := int(p32)
-				sl := slot[pos]
-				if !touched.Has(pos) {
-					if prof != nil {
-						prof.newRows[q]++
-					}
-					touched.Set(pos)
-					acc = append(acc, make([]float32, w)...)
-					sl = int32(len(acc) / w)
-					slot[pos] = sl
-				}
-				a := int(sl-1) * w
-				addRow(acc[a:a+w], val[k*w:k*w+w])
-			}
-		}
-		aggDone <- true
-	}()
-	// Each message's rows become positions in this server's set as soon
-	// as it arrives (checking that they belong here).
 	toPos := func(q int, m message) error {
 		k := int(m.n)
 		idx := u32view(m.body[:4*k])
@@ -195,20 +167,27 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			s.posBuf[q] = make([]int32, k+k/8)
 		}
 		pos := s.posBuf[q][:k]
+		nw := (S + 63) / 64
+		if cap(s.dupBits[q]) < nw {
+			s.dupBits[q] = make([]uint64, nw)
+		}
+		dup := s.dupBits[q][:nw]
+		clear(dup)
 		for i, x := range idx {
 			t, ok := lay.pos(me, x)
 			if !ok {
 				return fmt.Errorf("row %d does not belong to partition %d", x, me)
 			}
+			if dup[t>>6]&(1<<(t&63)) != 0 {
+				return fmt.Errorf("row %d (entry %d) is sent twice", x, i)
+			}
+			dup[t>>6] |= 1 << (t & 63)
 			pos[i] = int32(t)
 		}
 		posOf[q], vals[q] = pos, f32view(m.body[4*k:])
-		close(ready[q])
 		return nil
 	}
 	if err := toPos(me, p.local); err != nil {
-		close(quit)
-		<-aggDone
 		return nil, err
 	}
 	_, err = s.exchangeThen(s.phase("push"), opPush, all, func(q int) message { return p.push[q] }, all,
@@ -219,195 +198,364 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			return int(nnz) * (4 + 4*w), nil
 		}, toPos, s.recvBufs(opPush))
 	if err != nil {
-		close(quit)
-		<-aggDone
 		return nil, err
 	}
 	t1 := time.Now()
 	st.Times["push"] = t1.Sub(t0).Seconds()
-	<-aggDone
-	// The aggregated rows: present and not all zero, ascending.
-	rows := s.rows[:0]
-	for wi, word := range touched {
-		for word != 0 {
-			pos := wi<<6 + bits.TrailingZeros64(word)
-			word &= word - 1
-			a := int(slot[pos]-1) * w
-			if nonzero(acc[a : a+w]) {
-				rows = append(rows, int32(pos))
-			}
+
+	// 𝕌 over this server's positions, and each position's rank in it.
+	nw := (S + 63) / 64
+	if cap(s.union) < nw {
+		s.union, s.unionPre = make([]uint64, nw), make([]int32, nw)
+	}
+	U, pre := s.union[:nw], s.unionPre[:nw]
+	clear(U)
+	for q := range n {
+		if prof != nil {
+			prof.rowsFrom[q] = len(posOf[q])
+		}
+		for k, x := range s.dupBits[q][:nw] {
+			U[k] |= x
 		}
 	}
-	s.rows, s.acc = rows, acc
-	nnz := len(rows)
-	cooLen := nnz * (4 + 4*w)
-	bmLen := zen.BitmapBytes(S) + nnz*4*w
+	nnz := 0
+	for k, x := range U {
+		pre[k] = int32(nnz)
+		nnz += bits.OnesCount64(x)
+	}
+	rankU := func(pos int) int {
+		return int(pre[pos>>6]) + bits.OnesCount64(U[pos>>6]&(1<<(pos&63)-1))
+	}
+	K := pullChunks(nnz, w)
+	// Chunk c covers positions [c·S/K, (c+1)·S/K): its rows are 𝕌's
+	// ranks cb[c] ≤ u < cb[c+1].
+	cb := make([]int, K+1)
+	for c := range K {
+		lo := chunkLo(S, K, c)
+		if lo < S {
+			cb[c] = rankU(lo)
+		} else {
+			cb[c] = nnz
+		}
+	}
+	cb[K] = nnz
 	useBitmap := false
 	if p.scheme == "zen" || p.scheme == "profile" {
 		switch s.cfg.Pull {
 		case "bitmap":
 			useBitmap = true
 		case "auto":
-			useBitmap = bmLen < cooLen
+			useBitmap = zen.BitmapBytes(S) < 4*nnz
 		}
 	}
-	// The pull message, written in place: the sums go from the accumulator
-	// straight into it (its buffer is reused from step to step: the sends
-	// are over when the exchange returns, and the result is copied out of
-	// it before syncPS returns). This rank's own run views the message.
-	bodyLen := cooLen
+	headLen := 4 * nnz
 	if useBitmap {
-		bodyLen = bmLen
+		headLen = zen.BitmapBytes(S)
 	}
-	if cap(s.pullBody) < bodyLen {
-		s.pullBody = make([]byte, bodyLen+bodyLen/8)
+	bodyLen := nnz * 4 * w
+	if cap(s.pullBody) < bodyLen+headLen {
+		s.pullBody = make([]byte, bodyLen+headLen+(bodyLen+headLen)/8)
 	}
-	body := s.pullBody[:bodyLen]
+	body, head := s.pullBody[:bodyLen], s.pullBody[bodyLen:bodyLen+headLen]
 	if cap(s.mineIdx) < nnz {
 		s.mineIdx = make([]uint32, nnz+nnz/8)
 	}
-	mine := list{idx: s.mineIdx[:nnz]}
-	var pull message
+	mine := s.mineIdx[:nnz]
+	{
+		u := 0
+		for k, x := range U {
+			for x != 0 {
+				mine[u] = lay.at(me, k<<6+bits.TrailingZeros64(x))
+				u++
+				x &= x - 1
+			}
+		}
+	}
+	pull := message{n: uint64(nnz), head: head, body: body, chunks: make([]int, K)}
 	if useBitmap {
-		// Values first (so they stay 4-byte aligned for the receiver's
-		// zero-copy view), then the hash bitmap over 𝕀_me.
-		val, flush := f32out(body[:nnz*4*w])
-		bm := body[nnz*4*w:]
-		clear(bm)
-		for k, pos := range rows {
-			a := int(slot[pos]-1) * w
-			copy(val[k*w:k*w+w], acc[a:a+w])
-			bm[pos>>3] |= 1 << (pos & 7)
-			mine.idx[k] = lay.at(me, int(pos))
+		var b [8]byte
+		for k, x := range U {
+			binary.LittleEndian.PutUint64(b[:], x)
+			copy(head[8*k:], b[:])
 		}
+		pull.fmt = fmtBitmap
+	} else {
+		idx, flush := u32out(head)
+		copy(idx, mine)
 		flush()
-		mine.val = val
-		pull = message{fmt: fmtBitmap, n: uint64(nnz), body: body}
-	} else {
-		idx, flushIdx := u32out(body[:4*nnz])
-		val, flushVal := f32out(body[4*nnz:])
-		for k, pos := range rows {
-			a := int(slot[pos]-1) * w
-			copy(val[k*w:k*w+w], acc[a:a+w])
-			idx[k] = lay.at(me, int(pos))
-		}
-		copy(mine.idx, idx)
-		flushIdx()
-		flushVal()
-		mine.val = val
-		pull = message{fmt: fmtCOO, n: uint64(nnz), body: body}
+		pull.fmt = fmtCOO
 	}
-	t2 := time.Now()
-	st.Times["aggregate"] = t2.Sub(t1).Seconds()
+	ready := make([]chan struct{}, K)
+	for c := range K {
+		pull.chunks[c] = (cb[c+1] - cb[c]) * 4 * w
+		ready[c] = make(chan struct{})
+	}
+	pull.ready = func(c int) { <-ready[c] }
 
-	runs := make([]list, n)
+	// The receiving side: rows and chunk bounds of every server's run.
+	runIdx := make([][]uint32, n)
+	runCB := make([][]int, n)
 	pullCounts := make([]int, n)
-	runs[me] = mine
-	pullCounts[me] = nnz
-	// A dense result: every server's rows go straight into place as they
-	// arrive (partitions are disjoint, so the writers never meet), this
-	// rank's own while the pull is on the wire.
+	runIdx[me], runCB[me], pullCounts[me] = mine, cb, nnz
 	dense := p.DenseOut
-	ownDone := make(chan struct{})
-	if dense != nil {
-		go func() {
-			scatterRows(dense, w, mine)
-			close(ownDone)
-		}()
-	} else {
-		close(ownDone)
+	var (
+		mu     sync.Mutex
+		mg     *merger
+		mgErr  error
+		in     = make([]int, n) // chunks of each run in
+		placed = make([]int, n) // chunks of each run placed
+		heads  atomic.Int32
+		chunk  = make([][][]float32, n)
+	)
+	chunk[me] = make([][]float32, K)
+	placeChunk := func(g *merger, q, c int) {
+		lo, hi := runCB[q][c], runCB[q][c+1]
+		g.place(list{runIdx[q][lo:hi], chunk[q][c]})
 	}
-	decode := func(q int, m message) error {
+	// landed records chunk c of run q and places it when the layout is
+	// known (every chunk of a run lands in order).
+	landed := func(q, c int, v []float32) {
+		chunk[q][c] = v
+		if dense != nil {
+			lo, hi := runCB[q][c], runCB[q][c+1]
+			scatterRows(dense, w, list{runIdx[q][lo:hi], v})
+			return
+		}
+		mu.Lock()
+		in[q] = c + 1
+		g := mg
+		do := g != nil && placed[q] == c
+		if do {
+			placed[q] = c + 1
+		}
+		mu.Unlock()
+		if do {
+			placeChunk(g, q, c)
+		}
+	}
+	// layout builds the merger once every head is in and places the
+	// chunks already landed.
+	layout := func() {
+		runs := make([]list, n)
+		for q := range n {
+			runs[q].idx = runIdx[q]
+		}
+		g, err := newMerger(t.Name, t.Rows, w, runs)
+		type todo struct{ q, lo, hi int }
+		var jobs []todo
+		mu.Lock()
+		mg, mgErr = g, err
+		if err == nil {
+			for q := range n {
+				if placed[q] < in[q] {
+					jobs = append(jobs, todo{q, placed[q], in[q]})
+					placed[q] = in[q]
+				}
+			}
+		}
+		mu.Unlock()
+		for _, j := range jobs {
+			for c := j.lo; c < j.hi; c++ {
+				placeChunk(g, j.q, c)
+			}
+		}
+	}
+	onHead := func(q int, m message) error {
 		k := int(m.n)
 		pullCounts[q] = k
-		var l list
-		if m.fmt == fmtBitmap {
-			// Decode straight to row indices: bit t of the bitmap names
-			// 𝕀_q[t].
-			size := lay.size(q)
-			vb := k * 4 * w
-			bm := m.body[vb:]
-			if len(bm) != zen.BitmapBytes(size) {
-				return fmt.Errorf("hash bitmap of %d bytes for %d rows", len(bm), size)
+		size := lay.size(q)
+		Kq := pullChunks(k, w)
+		if cap(s.runIdx[q]) < k {
+			s.runIdx[q] = make([]uint32, k+k/8)
+		}
+		l := s.runIdx[q][:0]
+		b := make([]int, Kq+1)
+		c := 0
+		// next advances the chunk bounds to position t, which is the
+		// position of run entry len(l).
+		next := func(t int) {
+			for c < Kq {
+				_, hi := collective.Chunk(size, Kq, c)
+				if t < hi {
+					break
+				}
+				c++
+				b[c] = len(l)
 			}
+		}
+		if m.fmt == fmtBitmap {
+			// Bit t of the bitmap names 𝕀_q[t].
+			bm := m.head
 			if r := size % 8; r != 0 && len(bm) > 0 && bm[len(bm)-1]>>r != 0 {
 				return fmt.Errorf("hash bitmap sets bits past row %d of the partition", size)
 			}
 			hl, hashedLayout := lay.(hashLayout)
-			if cap(s.runIdx[q]) < k {
-				s.runIdx[q] = make([]uint32, k+k/8)
-			}
-			l.idx = s.runIdx[q][:0]
-			for i, c := range bm {
-				for c != 0 {
-					if len(l.idx) == k {
+			for i, x := range bm {
+				for x != 0 {
+					if len(l) == k {
 						return fmt.Errorf("hash bitmap has more than %d bits set", k)
 					}
-					t := i*8 + bits.TrailingZeros8(c)
+					t := i*8 + bits.TrailingZeros8(x)
+					next(t)
 					if hashedLayout {
-						l.idx = append(l.idx, hl.t.Sets[hl.t.Off[q]+t])
+						l = append(l, hl.t.Sets[hl.t.Off[q]+t])
 					} else {
-						l.idx = append(l.idx, lay.at(q, t))
+						l = append(l, lay.at(q, t))
 					}
-					c &= c - 1
+					x &= x - 1
 				}
 			}
-			if len(l.idx) != k {
-				return fmt.Errorf("hash bitmap has %d bits set for %d rows", len(l.idx), k)
+			if len(l) != k {
+				return fmt.Errorf("hash bitmap has %d bits set for %d rows", len(l), k)
 			}
-			l.val = f32view(m.body[:vb])
 		} else {
-			l.idx = u32view(m.body[:4*k])
-			l.val = f32view(m.body[4*k:])
-			for i, x := range l.idx {
-				if _, ok := lay.pos(q, x); !ok || (i > 0 && x <= l.idx[i-1]) {
+			prev := -1
+			for i, x := range u32view(m.head) {
+				t, ok := lay.pos(q, x)
+				if !ok || t <= prev {
 					return fmt.Errorf("row %d (entry %d) is not in partition %d or not ascending", x, i, q)
 				}
+				prev = t
+				next(t)
+				l = append(l, x)
 			}
 		}
-		runs[q] = l
-		if dense != nil {
-			scatterRows(dense, w, l)
+		for c < Kq {
+			c++
+			b[c] = len(l)
+		}
+		runIdx[q], runCB[q] = l, b
+		chunk[q] = make([][]float32, Kq)
+		if dense == nil && heads.Add(1) == int32(len(all)) {
+			layout()
 		}
 		return nil
 	}
-	_, err = s.exchangeThen(s.phase("pull"), opPull, all, func(int) message { return pull }, all,
-		func(q int, f uint32, nnz uint64) (int, error) {
-			size := lay.size(q)
-			if nnz > uint64(size) {
-				return 0, fmt.Errorf("pull: %d rows for a partition of %d rows", nnz, size)
-			}
-			switch f {
-			case fmtCOO:
-				return int(nnz) * (4 + 4*w), nil
-			case fmtBitmap:
-				if !hashed && p.scheme != "profile" {
-					break
+	recvChunks := func(q int, m message) []int {
+		b := runCB[q]
+		l := make([]int, len(b)-1)
+		for c := range l {
+			l[c] = (b[c+1] - b[c]) * 4 * w
+		}
+		return l
+	}
+	onChunk := func(q, c int, v []byte) error {
+		landed(q, c, f32view(v))
+		return nil
+	}
+	if dense == nil && len(all) == 0 {
+		layout() // no heads to wait for
+	}
+	// The exchange runs while this goroutine sums the chunks: each
+	// sender waits for a chunk to be summed before sending it.
+	type result struct{ err error }
+	done := make(chan result, 1)
+	go func() {
+		_, err := s.exchangeSplit(s.phase("pull"), opPull, all, func(int) message { return pull }, all,
+			func(q int, f uint32, nnz uint64) (int, int, error) {
+				size := lay.size(q)
+				if nnz > uint64(size) {
+					return 0, 0, fmt.Errorf("pull: %d rows for a partition of %d rows", nnz, size)
 				}
-				return zen.BitmapBytes(size) + int(nnz)*4*w, nil
+				switch f {
+				case fmtCOO:
+					return int(nnz) * 4, int(nnz) * 4 * w, nil
+				case fmtBitmap:
+					if !hashed && p.scheme != "profile" {
+						break
+					}
+					return zen.BitmapBytes(size), int(nnz) * 4 * w, nil
+				}
+				return 0, 0, fmt.Errorf("pull: format %d", f)
+			}, onHead, nil, s.recvBufs(opPullHead), s.recvBufs(opPull), recvChunks, onChunk)
+		done <- result{err}
+	}()
+	// Sum chunk by chunk, each row's contributions in rank order from 0
+	// (as the reference sum does). Each push's entries are first bucketed
+	// by chunk (a counting pass: pushes need not be in position order).
+	var seen []uint64
+	if prof != nil {
+		seen = make([]uint64, (nnz+63)/64)
+	}
+	chunkOf := func(pos int) int {
+		c := pos * K / S
+		for c > 0 && pos < chunkLo(S, K, c) {
+			c--
+		}
+		for c+1 < K && pos >= chunkLo(S, K, c+1) {
+			c++
+		}
+		return c
+	}
+	// order[q] lists q's entries chunk by chunk; from[q][c] is where
+	// chunk c starts in it.
+	order := make([][]int32, n)
+	from := make([][]int32, n)
+	for q := range n {
+		if cap(s.order[q]) < len(posOf[q]) {
+			s.order[q] = make([]int32, len(posOf[q])+len(posOf[q])/8)
+		}
+		o, f := s.order[q][:len(posOf[q])], make([]int32, K+1)
+		for _, pos := range posOf[q] {
+			f[chunkOf(int(pos))+1]++
+		}
+		for c := range K {
+			f[c+1] += f[c]
+		}
+		at := slices.Clone(f[:K])
+		for k, pos := range posOf[q] {
+			c := chunkOf(int(pos))
+			o[at[c]] = int32(k)
+			at[c]++
+		}
+		order[q], from[q] = o, f
+	}
+	for c := range K {
+		v, flush := f32out(body[cb[c]*4*w : cb[c+1]*4*w])
+		clear(v)
+		base := cb[c]
+		for q := range n {
+			ps, src := posOf[q], vals[q]
+			for _, k := range order[q][from[q][c]:from[q][c+1]] {
+				u := rankU(int(ps[k]))
+				if seen != nil && seen[u>>6]&(1<<(u&63)) == 0 {
+					seen[u>>6] |= 1 << (u & 63)
+					prof.newRows[q]++
+				}
+				u -= base
+				addRow(v[u*w:u*w+w], src[int(k)*w:int(k)*w+w])
 			}
-			return 0, fmt.Errorf("pull: format %d", f)
-		}, decode, s.recvBufs(opPull))
-	<-ownDone
-	if err != nil {
-		return nil, err
+		}
+		flush()
+		close(ready[c])
+		landed(me, c, v)
+	}
+	t2 := time.Now()
+	st.Times["aggregate"] = t2.Sub(t1).Seconds()
+	res := <-done
+	if res.err != nil {
+		return nil, res.err
+	}
+	if mgErr != nil {
+		return nil, mgErr
 	}
 	t3 := time.Now()
-	st.Times["pull"] = t3.Sub(t2).Seconds()
+	st.Times["pull"] = t3.Sub(t1).Seconds()
 	var out *Tensor
 	if dense != nil {
 		// Already in place: list the rows written.
 		out = &Tensor{Name: t.Name, Rows: t.Rows, Width: w, DenseVal: dense}
 		total := 0
-		for _, r := range runs {
-			total += len(r.idx)
+		for _, r := range runIdx {
+			total += len(r)
 		}
 		out.Idx = make([]uint32, 0, total)
-		for _, r := range runs {
-			out.Idx = append(out.Idx, r.idx...)
+		for _, r := range runIdx {
+			out.Idx = append(out.Idx, r...)
 		}
 	} else {
-		out = mergeLists(t.Name, t.Rows, w, runs)
+		// Every chunk was placed as it landed.
+		out = mg.t
 	}
 	st.Times["decode"] = time.Since(t3).Seconds()
 	st.PullImbalance = imbalance(pullCounts)
@@ -416,6 +564,13 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		prof.outRows = out.Nnz()
 	}
 	return out, nil
+}
+
+// pullChunks is the number of chunks a pull of nnz rows of w values is
+// sent in: pieces of about 128 KiB, at most 8 (sender and receivers
+// derive it from the announced count).
+func pullChunks(nnz, w int) int {
+	return max(1, min(8, nnz*4*w/(128<<10)))
 }
 
 // scatterRows writes the rows of l into their places in dense.
@@ -437,4 +592,11 @@ func (s *Syncer) recvBufs(op int) [][]byte {
 		s.rbufs[op] = b
 	}
 	return b
+}
+
+// chunkLo is where chunk c of K starts among S positions (the cut of
+// collective.Chunk).
+func chunkLo(S, K, c int) int {
+	lo, _ := collective.Chunk(S, K, c)
+	return lo
 }

@@ -102,13 +102,14 @@ type Syncer struct {
 	hasher   zen.Hasher
 	bucketer zen.Bucketer
 	residual map[string][]float32 // hitopk error feedback, per tensor
-	slot     []int32              // syncPS accumulator index, reused
-	acc      []float32            // syncPS accumulator, reused
-	rows     []int32              // syncPS aggregated positions, reused
+	union    []uint64             // syncPS rows pushed to this server, by position, reused
+	unionPre []int32              // syncPS prefix popcounts of union, reused
 	pullBody []byte               // syncPS pull message, reused
 	mineIdx  []uint32             // syncPS own rows, reused
 	runIdx   [][]uint32           // syncPS decoded pull rows per rank, reused
 	posBuf   [][]int32            // syncPS pushed positions per rank, reused
+	dupBits  [][]uint64           // syncPS positions pushed per rank, reused
+	order    [][]int32            // syncPS pushed entries by chunk per rank, reused
 	rbufs    map[int][][]byte     // receive buffers per operation and rank, reused
 	autoMu   sync.Mutex           // auto is read by Prepare, written by Sync
 	auto     map[string]*autoState
@@ -130,7 +131,8 @@ func New(ctx context.Context, m *mesh.Mesh, cfg Config) (*Syncer, error) {
 	s := &Syncer{m: m, comm: collective.New(m, collective.Options{}), cfg: cfg, n: m.World(), r: m.Rank(),
 		seeds: zen.DefaultSeeds(cfg.Seed, cfg.K), meta: m.Phase("meta"), ph: map[string]*mesh.Phase{},
 		residual: map[string][]float32{}, auto: map[string]*autoState{},
-		runIdx: make([][]uint32, m.World()), posBuf: make([][]int32, m.World())}
+		runIdx: make([][]uint32, m.World()), posBuf: make([][]int32, m.World()),
+		dupBits: make([][]uint64, m.World()), order: make([][]int32, m.World())}
 	if err := s.handshake(); err != nil {
 		return nil, err
 	}

@@ -117,48 +117,76 @@ type list struct {
 	val []float32
 }
 
-// mergeLists merges runs of rows with pairwise disjoint indices, each
+// merger places runs of rows with pairwise disjoint indices, each
 // ascending, into one ascending tensor. It marks the rows present in a
-// bitmap over all rows, takes prefix popcounts per 64-row word, and so
-// knows every row's place in the output: each run is then copied straight
-// into place, O(total + rows/64), however finely the runs interleave (hash
-// partitions interleave row by row).
-func mergeLists(name string, rows, width int, runs []list) *Tensor {
+// bitmap over all rows and takes prefix popcounts per 64-row word, so it
+// knows every row's place in the output from the indices alone: each run's
+// values can then be copied straight into place, O(total + rows/64),
+// however finely the runs interleave (hash partitions interleave row by
+// row), and runs whose values are still on the wire can be placed when
+// they land.
+type merger struct {
+	t      *Tensor
+	words  []uint64
+	prefix []int32
+}
+
+// newMerger lays out the output of runs, of which only the indices are
+// read. It fails if two runs share a row.
+func newMerger(name string, rows, width int, runs []list) (*merger, error) {
 	total := 0
 	for _, r := range runs {
 		total += len(r.idx)
 	}
-	t := &Tensor{Name: name, Rows: rows, Width: width, Idx: make([]uint32, total), Val: make([]float32, total*width)}
-	words := make([]uint64, (rows+63)/64)
+	m := &merger{
+		t:      &Tensor{Name: name, Rows: rows, Width: width, Idx: make([]uint32, total), Val: make([]float32, total*width)},
+		words:  make([]uint64, (rows+63)/64),
+		prefix: make([]int32, (rows+63)/64),
+	}
 	for _, r := range runs {
 		for _, i := range r.idx {
-			words[i>>6] |= 1 << (i & 63)
+			m.words[i>>6] |= 1 << (i & 63)
 		}
 	}
-	prefix := make([]int32, len(words))
 	acc := int32(0)
-	for k, w := range words {
-		prefix[k] = acc
+	for k, w := range m.words {
+		m.prefix[k] = acc
 		acc += int32(bits.OnesCount64(w))
 	}
-	if int(acc) != total { // overlapping runs: cannot happen with disjoint partitions
-		panic(fmt.Sprintf("scheme: merging %d rows of which only %d distinct", total, acc))
+	if int(acc) != total {
+		return nil, fmt.Errorf("merging %d rows of which only %d are distinct", total, acc)
 	}
-	place := func(r list) {
-		for k, i := range r.idx {
-			w := words[i>>6] & (1<<(i&63) - 1)
-			at := int(prefix[i>>6]) + bits.OnesCount64(w)
-			t.Idx[at] = i
-			copy(t.Val[at*width:at*width+width], r.val[k*width:k*width+width])
-		}
+	return m, nil
+}
+
+// place copies run r (one of those the merger was made with) into its
+// places. Distinct runs may be placed concurrently.
+func (m *merger) place(r list) {
+	width, t := m.t.Width, m.t
+	for k, i := range r.idx {
+		w := m.words[i>>6] & (1<<(i&63) - 1)
+		at := int(m.prefix[i>>6]) + bits.OnesCount64(w)
+		t.Idx[at] = i
+		copy(t.Val[at*width:at*width+width], r.val[k*width:k*width+width])
 	}
+}
+
+// mergeLists merges runs of rows with pairwise disjoint indices, each
+// ascending, into one ascending tensor (see merger). Overlapping runs
+// cannot happen with disjoint partitions: they panic.
+func mergeLists(name string, rows, width int, runs []list) *Tensor {
+	m, err := newMerger(name, rows, width, runs)
+	if err != nil {
+		panic("scheme: " + err.Error())
+	}
+	total := len(m.t.Idx)
 	// The runs land in disjoint places: large merges copy half of them on
 	// a second goroutine.
 	if total*width < 1<<16 || len(runs) < 2 {
 		for _, r := range runs {
-			place(r)
+			m.place(r)
 		}
-		return t
+		return m.t
 	}
 	half, sum := len(runs), 0
 	for k, r := range runs {
@@ -172,13 +200,13 @@ func mergeLists(name string, rows, width int, runs []list) *Tensor {
 	done := make(chan struct{})
 	go func() {
 		for _, r := range runs[half:] {
-			place(r)
+			m.place(r)
 		}
 		close(done)
 	}()
 	for _, r := range runs[:half] {
-		place(r)
+		m.place(r)
 	}
 	<-done
-	return t
+	return m.t
 }
