@@ -1,6 +1,7 @@
 package zen
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -211,4 +212,38 @@ func FuzzDecodeBitmap(f *testing.F) {
 			t.Fatalf("round trip changed the bitmap")
 		}
 	})
+}
+
+// T5 (seed-zen.md §3.2): Algorithm 3 loses L(α) = 1 − (1 − e^{−α})/α of
+// m distinct indices at load α = m/(n·r); every survivor sits in the
+// partition of its hash, once.
+func TestStrawmanLoss(t *testing.T) {
+	const m, n = 100_000, 16
+	idx := uniqueSorted(rand.New(rand.NewPCG(5, 6)), m, 1<<30)
+	for _, c := range []struct{ alpha, want float64 }{
+		{0.01, 0.0050}, {0.05, 0.0246}, {0.1, 0.0484}, {0.25, 0.1152}, {0.5, 0.2131}, {1.0, 0.3679},
+	} {
+		r := int(math.Round(m / c.alpha / n))
+		alpha := float64(m) / float64(n*r)
+		L := 1 - (1-math.Exp(-alpha))/alpha
+		assert.InDelta(t, c.want, L, 0.0005, "L(%g) against the spec's table", c.alpha)
+		p, lost, err := Strawman(idx, n, r, 43)
+		require.NoError(t, err)
+		// The lost count is a sum of weakly dependent indicators: within 5
+		// standard deviations of a binomial with that mean.
+		sd := math.Sqrt(float64(m) * L * (1 - L))
+		assert.InDelta(t, L*m, float64(lost), 5*sd+1, "α = %g", alpha)
+		assert.Equal(t, m-lost, len(p.Pos))
+		seen := map[int32]bool{}
+		for j := range n {
+			for _, pos := range p.Part(j) {
+				h := int(Reduce(MM3(idx[pos], 43), uint32(n*r)))
+				assert.Equal(t, j, h/r, "index %d in the wrong partition", idx[pos])
+				assert.False(t, seen[pos])
+				seen[pos] = true
+			}
+		}
+	}
+	_, _, err := Strawman(idx, 0, 4, 1)
+	assert.Error(t, err)
 }
