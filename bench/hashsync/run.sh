@@ -150,7 +150,7 @@ for l in sys.stdin:
     d=json.loads(l)
     if d.get("t")=="stats":
         print(json.dumps({"env":env,"world":n,"form":form,"impl":"hashsync-"+scheme,"set":set_,
-              "choice":d["labels"].get("choice",""),"rank":d["rank"],"step":d["step"],"values":d["values"]}))' "$env" "$n" "$form" "$scheme" "${DATA:+cmp}" >>"$results"
+              "choice":d["labels"].get("choice",""),"scheme":d["labels"].get("scheme",""),"rank":d["rank"],"step":d["step"],"values":d["values"]}))' "$env" "$n" "$form" "$scheme" "${DATA:+cmp}" >>"$results"
   done
 }
 

@@ -37,10 +37,14 @@ def main():
         else:
             peers[(d["impl"], d["form"])][d["step"]] = d["time_s"]
 
-    def med_ours(key):
+    def med_ours(key, chosen=False):
+        """median over steps (the first is warm-up) of the slowest rank's time; chosen: only the
+        steps after auto's choice (no rank profiling)."""
         ts = []
         for step, ranks in ours[key].items():
             if step == 0:
+                continue
+            if chosen and any(r.get("scheme") == "profile" for r in ranks.values()):
                 continue
             ts.append(max(r["values"].get("time_s.total", 0) + r["values"].get("time_s.output", 0) for r in ranks.values()))
         return statistics.median(ts) if ts else float("nan")
@@ -104,10 +108,14 @@ def main():
             if k[1] == "auto":
                 ch = {r.get("choice") for s in ours[k].values() for r in s.values()} - {"", "profile"}
                 note = "chose " + ",".join(sorted(ch))
+                post = med_ours(k, chosen=True)
+                if post == post:  # not nan
+                    note += "; %.1f ms after choosing (the median includes its profiling steps)" % (post * 1e3)
             cf = model.get(k[1])
             mean, mx = recv(k)
-            print("| %d | %s | %.1f ms | %.2fx | %.0f | %.0f | %s | %s |" % (n, k[1], m * 1e3, dense / m if m else 0, mean, mx,
-                                                                "%.0f" % cf if cf else "", note))
+            vs = "%.2fx" % (dense / m) if m and dense == dense else "–"
+            print("| %d | %s | %.1f ms | %s | %.0f | %.0f | %s | %s |" % (n, k[1], m * 1e3, vs, mean, mx,
+                                                              "%.0f" % cf if cf else "", note))
     print()
 
 
