@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -259,4 +260,103 @@ func TestDecodeRefusesForgedShape(t *testing.T) {
 	assert.Equal(t, 2, code, stderr)
 	assert.Contains(t, stderr, "over the limit")
 	assert.Empty(t, out, "no dense frame may be written")
+}
+
+// Partitioned compression (encode --parts, seed-espresso.md §7a item 12):
+// chunks NAME[c/P] with equal payloads and chunk-local indices; decode
+// --join gives the tensor back; summing each chunk over ranks (as the
+// receiver of an Alltoall does) and joining gives the sum of the ranks'
+// tensors; a missing or repeated chunk is a clear error.
+func TestPartsVerbs(t *testing.T) {
+	dir := t.TempDir()
+	const d, P = 1001, 4
+	var files []string
+	want := make([]float64, d)
+	for r := range 3 {
+		x := gauss(d, uint64(10+r))
+		// topk per chunk: k = ceil(0.05·251) = 13 values in every chunk.
+		enc, errs, code := runIn(t, stream(t, dense("w", 3, x, 7, 143)), "encode", "--algo", "topk", "--ratio", "0.05", "--parts", "4")
+		require.Equal(t, 0, code, errs)
+		fs := frames(t, enc)
+		require.Len(t, fs, P)
+		for k, f := range fs {
+			cf := f.(*wire.Compressed)
+			require.Equal(t, codec.PartName("w", k, P), cf.Name)
+			require.Equal(t, []int64{(d + P - 1) / P}, cf.Shape)
+			require.Len(t, cf.Parts[0].Data, 4*13, "chunk %d", k)
+		}
+		out, errs, code := runIn(t, enc, "decode", "--join")
+		require.Equal(t, 0, code, errs)
+		joined := frames(t, out)
+		require.Len(t, joined, 1)
+		jd := joined[0].(*wire.Dense)
+		require.Equal(t, "w", jd.Name)
+		require.Equal(t, []int64{7, 143}, jd.Shape)
+		y, err := jd.F32()
+		require.NoError(t, err)
+		kept := 0
+		for i, v := range y {
+			if v != 0 {
+				kept++
+				require.Equal(t, x[i], v)
+			}
+		}
+		require.Equal(t, P*13, kept)
+		// fp16 chunks, summed over the ranks below.
+		enc, errs, code = runIn(t, stream(t, dense("w", 3, x, 7, 143)), "encode", "--algo", "fp16", "--parts", "4")
+		require.Equal(t, 0, code, errs)
+		out, errs, code = runIn(t, enc, "decode", "--join")
+		require.Equal(t, 0, code, errs)
+		y, err = frames(t, out)[0].(*wire.Dense).F32()
+		require.NoError(t, err)
+		for i := range y {
+			want[i] += float64(y[i])
+		}
+		p := filepath.Join(dir, fmt.Sprintf("r%d", r))
+		require.NoError(t, os.WriteFile(p, enc, 0o644))
+		files = append(files, p)
+	}
+	sum, errs, code := runIn(t, nil, append([]string{"sum"}, files...)...)
+	require.Equal(t, 0, code, errs)
+	require.Len(t, frames(t, sum), P)
+	out, errs, code := runIn(t, sum, "decode", "--join")
+	require.Equal(t, 0, code, errs)
+	got, err := frames(t, out)[0].(*wire.Dense).F32()
+	require.NoError(t, err)
+	for i := range want {
+		require.InDelta(t, want[i], float64(got[i]), 2e-3*(1+math.Abs(want[i])), "element %d", i)
+	}
+	// Each chunk alone decodes to a dense chunk (what rank c of the
+	// Alltoall keeps).
+	out, errs, code = runIn(t, sum, "decode")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "w[2/4]", frames(t, out)[2].(*wire.Dense).Name)
+
+	// Errors: a missing chunk, a repeated one, a whole tensor under --join.
+	enc, _, _ := runIn(t, stream(t, dense("w", 0, gauss(10, 1))), "encode", "--algo", "fp16", "--parts", "3")
+	var b bytes.Buffer
+	w := wire.NewWriter(&b, "test")
+	for _, f := range frames(t, enc)[:2] {
+		require.NoError(t, w.Write(f))
+	}
+	require.NoError(t, w.Close())
+	_, errs, code = runIn(t, b.Bytes(), "decode", "--join")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `"w" step 0 rank -1 (first chunk at frame 0) lacks chunks 2 of 3`)
+	b.Reset()
+	w = wire.NewWriter(&b, "test")
+	fs := frames(t, enc)
+	for _, f := range []wire.Frame{fs[0], fs[0]} {
+		require.NoError(t, w.Write(f))
+	}
+	require.NoError(t, w.Close())
+	_, errs, code = runIn(t, b.Bytes(), "decode", "--join")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "frame 1: chunk 0/3 of \"w\" (step 0, rank -1) twice")
+	whole, _, _ := runIn(t, stream(t, dense("w", 0, gauss(10, 1))), "encode", "--algo", "fp16")
+	_, errs, code = runIn(t, whole, "decode", "--join")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "frame 0: tensor \"w\" is not partitioned")
+	_, errs, code = runIn(t, whole, "encode", "--algo", "fp16", "--parts", "-1")
+	assert.Equal(t, 80, code, errs)
 }

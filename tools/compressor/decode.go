@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/wire"
@@ -9,27 +13,97 @@ import (
 // DecodeCmd turns compressed frames back into dense f32 frames.
 type DecodeCmd struct {
 	cli.WireFlags
+	Join  bool     `help:"Put the chunks of partitioned tensors (encode --parts) back together: one dense frame per tensor, with its own name and shape, written when its last chunk is in. Without it each chunk decodes to a dense frame of its own (NAME[c/P])." env:"TRAINWIRE_COMPRESSOR_JOIN"`
 	Files []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
+}
+
+// pending is a partitioned tensor being joined.
+type pending struct {
+	info  codec.PartInfo
+	step  int64
+	rank  int64
+	data  []float32
+	seen  []bool
+	count int
+	first int64 // frame index of its first chunk
 }
 
 // Run decodes every compressed frame; other frames pass through.
 func (c *DecodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
+	open := map[string]*pending{}
+	var index int64 = -1
 	err := cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
+		index++
 		cf, ok := f.(*wire.Compressed)
 		if !ok {
 			return w.Write(f)
+		}
+		var info codec.PartInfo
+		if c.Join {
+			var part bool
+			var err error
+			if info, part, err = codec.PartOf(cf); err != nil {
+				return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: %w", index, err))
+			}
+			if !part {
+				return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: tensor %q is not partitioned (--join wants the chunks of encode --parts)", index, cf.Name))
+			}
 		}
 		x, err := codec.DecodeLimit(cf, nil, int64(c.MaxPayload))
 		if err != nil {
 			return err
 		}
-		d := wire.NewDenseF32(cf.Name, x, cf.Shape...)
-		d.Step, d.Rank = cf.Step, cf.Rank
+		if !c.Join {
+			d := wire.NewDenseF32(cf.Name, x, cf.Shape...)
+			d.Step, d.Rank = cf.Step, cf.Rank
+			return w.Write(d)
+		}
+		key := fmt.Sprintf("%s\x00%d\x00%d", info.Base, cf.Step, cf.Rank)
+		p := open[key]
+		if p == nil {
+			if 4*info.Numel > int64(c.MaxPayload) {
+				return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: tensor %q of shape %v is over the %d-byte limit (--max-payload)", index, info.Base, info.Shape, c.MaxPayload))
+			}
+			p = &pending{info: info, step: cf.Step, rank: cf.Rank, data: make([]float32, info.Numel), seen: make([]bool, info.Parts), first: index}
+			open[key] = p
+		}
+		if info.Parts != p.info.Parts || !slices.Equal(info.Shape, p.info.Shape) {
+			return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: chunk %d/%d of %q (shape %v) does not match its first chunk (frame %d: %d parts, shape %v)",
+				index, info.Part, info.Parts, info.Base, info.Shape, p.first, p.info.Parts, p.info.Shape))
+		}
+		if p.seen[info.Part] {
+			return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: chunk %d/%d of %q (step %d, rank %d) twice", index, info.Part, info.Parts, info.Base, cf.Step, cf.Rank))
+		}
+		if err := codec.Join(p.data, info, x); err != nil {
+			return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: %w", index, err))
+		}
+		p.seen[info.Part] = true
+		p.count++
+		if p.count < info.Parts {
+			return nil
+		}
+		delete(open, key)
+		d := wire.NewDenseF32(info.Base, p.data, info.Shape...)
+		d.Step, d.Rank = p.step, p.rank
 		return w.Write(d)
 	})
 	if err != nil {
 		return err
+	}
+	if len(open) > 0 {
+		var miss []string
+		for _, p := range open {
+			var lack []string
+			for k, ok := range p.seen {
+				if !ok {
+					lack = append(lack, fmt.Sprint(k))
+				}
+			}
+			miss = append(miss, fmt.Sprintf("%q step %d rank %d (first chunk at frame %d) lacks chunks %s of %d",
+				p.info.Base, p.step, p.rank, p.first, strings.Join(lack, ","), p.info.Parts))
+		}
+		return cli.WithCode(cli.ExitBadInput, fmt.Errorf("decode --join: input ended with %d incomplete tensor(s): %s", len(open), strings.Join(miss, "; ")))
 	}
 	return w.Close()
 }

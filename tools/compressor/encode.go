@@ -24,6 +24,7 @@ type EncodeCmd struct {
 	EFLR     float64  `name:"ef-lr" help:"Learning-rate-rescaled error feedback (BytePS): the current learning rate; a residual kept at rate lr' enters as lr'/lr·e (rate kept in state slot lr). residual, efsignsgd and powersgd memories, CPU only; 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_EF_LR"`
 	DGCClip  float64  `name:"dgc-clip" help:"dgc memory: clip each gradient to this L2 norm before the momentum (DGC's local clipping; pass the global norm / sqrt(world)). CPU only; 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_DGC_CLIP"`
 	Point    string   `help:"Compression point: keep the error-feedback state per tensor AND point (state frames TENSOR#POINT@SLOT), e.g. rs and ag of a two-stage scheme. CPU only." env:"TRAINWIRE_COMPRESSOR_POINT"`
+	Parts    int      `help:"Partitioned compression for Alltoall: cut each tensor into P chunks of ceil(d/P) elements (the last zero-padded) and compress each as a tensor of its own, named NAME[c/P], with chunk-local indices, its own error-feedback state and equal payloads; decode --join puts them back together. 0 or 1: whole tensors." default:"0" env:"TRAINWIRE_COMPRESSOR_PARTS"`
 	StateIn  string   `help:"Read the error-feedback state (a stream written by --state-out) before encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_IN"`
 	StateOut string   `help:"Write the error-feedback state as a stream (dense frames named TENSOR@SLOT) after encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_OUT"`
 	Files    []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
@@ -31,6 +32,9 @@ type EncodeCmd struct {
 
 // Run compresses every dense frame of the input; other frames pass through.
 func (c *EncodeCmd) Run(rio *cli.IO) error {
+	if c.Parts < 0 || c.Parts > codec.MaxParts {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("encode: --parts %d: want 0 to %d", c.Parts, codec.MaxParts))
+	}
 	enc, err := c.newEncoder(rio)
 	if err != nil {
 		return err
@@ -59,15 +63,30 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		if err != nil {
 			return cli.WithCode(cli.ExitBadInput, err)
 		}
-		cf, err := enc.Encode(codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x})
-		if err != nil {
-			return err
+		whole := codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x}
+		ins := []codec.Input{whole}
+		if c.Parts > 1 {
+			if ins, err = codec.Split(whole, c.Parts); err != nil {
+				return cli.WithCode(cli.ExitBadInput, err)
+			}
 		}
 		in += int64(len(d.Data))
-		for _, p := range cf.Parts {
-			out += int64(len(p.Data))
+		for k, ci := range ins {
+			cf, err := enc.Encode(ci)
+			if err != nil {
+				return err
+			}
+			if c.Parts > 1 {
+				codec.MarkPart(cf, k, c.Parts, d.Shape)
+			}
+			for _, p := range cf.Parts {
+				out += int64(len(p.Data))
+			}
+			if err := w.Write(cf); err != nil {
+				return err
+			}
 		}
-		return w.Write(cf)
+		return nil
 	})
 	if err != nil {
 		return err
