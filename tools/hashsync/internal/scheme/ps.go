@@ -32,8 +32,9 @@ func (h hashLayout) pos(j int, idx uint32) (int, bool) {
 	if int64(idx) >= int64(h.t.Rows) {
 		return 0, false
 	}
-	r := int(h.t.Rank[idx])
-	return r, r < h.t.Size(j) && h.t.Sets[h.t.Off[j]+r] == idx
+	// h0 computed (a few multiplies) rather than 𝕀_j looked up: one
+	// random memory access per row instead of two.
+	return int(h.t.Rank[idx]), h.t.Part(idx) == j
 }
 func (h hashLayout) at(j, t int) uint32 { return h.t.Sets[h.t.Off[j]+t] }
 
