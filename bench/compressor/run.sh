@@ -5,9 +5,10 @@
 #
 # Environment: N (elements, default 67108864 = 64 Mi floats, 256 MiB), THREADS (default 2: both
 # torch.set_num_threads and GOMAXPROCS), ITERS (default 5; torch.topk at most 3), SEED (default 1),
-# ALGOS (default topk,mstopk,signsgd,efsignsgd,onebit,fp16,bf16,qsgd), TORCH_OPS (default: all of
-# torch_ref.py's ops; memcpy_numpy is needed), COMPRESSOR (default
-# <repo>/bin/compressor, built if missing), OUT_DIR (default <repo>/out/bench).
+# ALGOS (default topk,mstopk,signsgd,efsignsgd,onebit,fp16,bf16,qsgd,terngrad,natural,randomk),
+# TORCH_OPS (default: all of torch_ref.py's ops; memcpy_numpy is needed), COMPRESSOR (default
+# <repo>/bin/compressor, built if missing — rebuild it after changing lib/codec), OUT_DIR (default
+# <repo>/out/bench).
 #
 # It writes one N(0,1) tensor (numpy, seeded) as a trainwire stream, times torch's ops on it
 # (torch_ref.py) and ours (`compressor bench --input`), both with THREADS threads, and prints
@@ -20,7 +21,7 @@ N="${N:-67108864}"
 THREADS="${THREADS:-2}"
 ITERS="${ITERS:-5}"
 SEED="${SEED:-1}"
-ALGOS="${ALGOS:-topk,mstopk,signsgd,efsignsgd,onebit,fp16,bf16,qsgd}"
+ALGOS="${ALGOS:-topk,mstopk,signsgd,efsignsgd,onebit,fp16,bf16,qsgd,terngrad,natural,randomk}"
 OUT_DIR="${OUT_DIR:-$ROOT/out/bench}"
 COMPRESSOR="${COMPRESSOR:-$ROOT/bin/compressor}"
 mkdir -p "$OUT_DIR"

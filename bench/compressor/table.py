@@ -5,6 +5,7 @@ dump` JSON lines (stdin, both kinds mixed) into one table of ratios.
 speedup  = torch seconds / ours seconds (> 1: ours is faster)
 %memcpy  = ours GB/s over the memcpy GB/s of the same run (numpy's np.copyto and Go's copy, the
            larger of the two: the conservative denominator)
+dec_GB/s = dense f32 bytes per second of our decoder (best iteration, or mean with STAT=mean)
 
 Times are the best iteration (encode_ns_min, s_min) where the rows carry it, for ours, torch and
 both memcpys alike: on a machine shared with other jobs the mean mostly measures the neighbours.
@@ -15,7 +16,8 @@ import json
 import sys
 
 TORCH_OP = {"topk": "topk", "signsgd": "signsgd", "onebit": "onebit", "fp16": "fp16", "qsgd": "qsgd",
-            "efsignsgd": None, "mstopk": None, "bf16": None}
+            "efsignsgd": None, "mstopk": None, "bf16": None, "terngrad": None, "natural": None,
+            "randomk": None}
 TARGET = {"topk": ("speedup", 5.0), "signsgd": ("%memcpy", 50.0), "onebit": ("%memcpy", 50.0),
           "fp16": ("%memcpy", 50.0), "qsgd": ("%memcpy", 50.0)}
 
@@ -39,6 +41,11 @@ def ours_s(v):
     return v[key] * 1e-9
 
 
+def ours_dec_s(v):
+    key = "decode_ns_min" if STAT == "min" and "decode_ns_min" in v else "decode_ns_mean"
+    return v[key] * 1e-9
+
+
 def torch_s(r):
     return r["s_min"] if STAT == "min" and "s_min" in r else r["s_mean"]
 
@@ -54,7 +61,7 @@ if "packbits" in torch_rows:
     pb = torch_rows["packbits"]
     print(f"np.packbits(x >= 0): {pb['bytes'] / torch_s(pb) / 1e9:.2f} GB/s")
 print(f"{'algo':>10} {'ours_ms':>9} {'ours_GB/s':>10} {'%memcpy':>8} {'torch_ms':>9} {'torch_GB/s':>10} "
-      f"{'speedup':>8} {'ratio':>8}  target")
+      f"{'speedup':>8} {'ratio':>8} {'dec_GB/s':>8}  target")
 for algo, v in ours.items():
     if algo == "memcpy":
         continue
@@ -70,5 +77,6 @@ for algo, v in ours.items():
         kind, want = TARGET[algo]
         got = sp if kind == "speedup" else pct
         tgt = f"{kind} ≥ {want:g}: {'met' if got >= want else 'MISSED'}"
+    dec = v["bytes_in"] / ours_dec_s(v) / 1e9
     print(f"{algo:>10} {s * 1e3:9.2f} {gbs:10.2f} {pct:8.1f} {ts * 1e3:9.2f} {tgbs:10.2f} {sp:8.2f} "
-          f"{v['ratio']:8.5f}  {tgt}")
+          f"{v['ratio']:8.5f} {dec:8.2f}  {tgt}")

@@ -6,6 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
+
+	"trainwire.dev/lib/rng"
 )
 
 // The amd64 kernels against their pure-Go twins, byte for byte (and
@@ -73,6 +76,109 @@ func checkKernels(t *testing.T, x []float32) {
 			t.Fatalf("n=%d: fp16 of %v (%#08x) = %#04x, Go %#04x, F32ToF16 %#04x", n, v, math.Float32bits(v), got, want, F32ToF16(v))
 		}
 	}
+	if n > 0 {
+		hs := aligned64(2 * n)
+		if ok2 := f16IntoStream(hs, x); ok2 != wok || !bytes.Equal(hs, g) {
+			t.Fatalf("n=%d: f16IntoStream ok=%v differs from f16Go (ok=%v)", n, ok2, wok)
+		}
+	}
+	clear(h)
+	clear(g)
+	ok, wok = bf16Into(h, x), n == 0 || bf16Fast(g, x)
+	if ok != wok || ok != finite(x) || !bytes.Equal(h, g) {
+		t.Fatalf("n=%d: bf16Into ok=%v, bf16Fast ok=%v, finite=%v, equal bytes %v", n, ok, wok, finite(x), bytes.Equal(h, g))
+	}
+	if n > 0 {
+		hs := aligned64(2 * n)
+		if ok2 := bf16IntoStream(hs, x); ok2 != wok || !bytes.Equal(hs, g) {
+			t.Fatalf("n=%d: bf16IntoStream ok=%v differs from bf16Fast (ok=%v)", n, ok2, wok)
+		}
+	}
+	if ok {
+		for i, v := range x {
+			if got := binary.LittleEndian.Uint16(h[2*i:]); got != F32ToBF16(v) {
+				t.Fatalf("n=%d: bf16 of %v (%#08x) = %#04x, F32ToBF16 %#04x", n, v, math.Float32bits(v), got, F32ToBF16(v))
+			}
+		}
+	}
+	if got, want := maxMag(x, 3), maxMagGo(x); got != want {
+		t.Fatalf("n=%d: maxMag %#x, Go %#x", n, got, want)
+	}
+	if s := math.Float32frombits(maxMagGo(x)); finite(x) && s > 0 {
+		nb := int(packedLen(int64(n)))
+		for _, inv := range []float64{1 / float64(s), 3 / float64(s)} {
+			for _, lo := range []int{0, 8, 16} {
+				if lo > n {
+					continue
+				}
+				key := uint64(n)*0x9E3779B97F4A7C15 + uint64(lo)
+				b1, b2 := make([]byte, 2*nb), make([]byte, 2*nb)
+				ternBits(b1, nb, x, lo, n, inv, key)
+				ternBitsGo(b2, nb, x, lo, n, inv, key)
+				if !bytes.Equal(b1, b2) {
+					t.Fatalf("n=%d lo=%d inv=%v avx512=%v: ternBits % x, Go % x", n, lo, inv, haveAVX512, b1[:min(8, len(b1))], b2[:min(8, len(b2))])
+				}
+			}
+		}
+	}
+	for _, i0 := range []int{0, 5} {
+		c1, c2 := make([]byte, n), make([]byte, n)
+		key := uint64(n) + uint64(i0)<<32
+		ok1, ok2 := naturalCodes(c1, x, i0, key), naturalCodesGo(c2, x, i0, key)
+		if ok1 != ok2 || ok1 != finite(x) || (ok1 && !bytes.Equal(c1, c2)) {
+			t.Fatalf("n=%d i0=%d avx512=%v: naturalCodes ok=%v, Go ok=%v, finite=%v", n, i0, haveAVX512, ok1, ok2, finite(x))
+		}
+	}
+	if n > 0 {
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n)
+		for _, b := range [][]byte{raw, raw[1:], raw[:4*n-3]} {
+			if got, want := maxAbsI8(b), maxAbsI8Go(b); got != want {
+				t.Fatalf("n=%d: maxAbsI8 %d, Go %d", n, got, want)
+			}
+		}
+		d1, d2 := make([]float32, 2*n), make([]float32, 2*n)
+		bf16Decode(d1, raw)
+		bf16DecodeGo(d2, raw)
+		for i := range d1 {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+				t.Fatalf("n=%d: bf16Decode[%d] %#08x, Go %#08x", n, i, math.Float32bits(d1[i]), math.Float32bits(d2[i]))
+			}
+		}
+	}
+	// TernGrad's decoder on planes made of x's bytes (both planes may be
+	// set: plane 1 wins, as in the Go twin).
+	if n >= 2 {
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n)
+		nb := 2 * n
+		for _, lo := range []int{0, 8, 24} {
+			if lo > 8*nb {
+				continue
+			}
+			m := 8*nb - lo - n%8
+			d1, d2 := make([]float32, m), make([]float32, m)
+			ternDecode(d1, raw, nb, lo, x[0])
+			ternDecodeGo(d2, raw, nb, lo, x[0])
+			for i := range d1 {
+				if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+					t.Fatalf("n=%d lo=%d: ternDecode[%d] %v, Go %v", n, lo, i, d1[i], d2[i])
+				}
+			}
+		}
+	}
+	// qsgd's decoder on codes made of x's bytes (every int8), with the
+	// scale taken from x.
+	if n > 0 {
+		codes := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), n)
+		u := x[n/2]
+		d1, d2 := make([]float32, n), make([]float32, n)
+		qsgdDecode(d1, codes, u)
+		qsgdDecodeGo(d2, codes, u)
+		for i := range d1 {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) && !(d1[i] != d1[i] && d2[i] != d2[i]) {
+				t.Fatalf("n=%d: qsgdDecode[%d] = %v, Go %v (code %d, u %v)", n, i, d1[i], d2[i], int8(codes[i]), u)
+			}
+		}
+	}
 	if n > 0 && ok {
 		ss := sumSquaresGo(x)
 		norm := float32(math.Sqrt(ss))
@@ -91,10 +197,12 @@ func checkKernels(t *testing.T, x []float32) {
 			}
 			sc24 := float32(float64(levels) / float64(norm) * (1 << 24))
 			c1, c2 := make([]byte, n), make([]byte, n)
-			qsgdBlock(c1, x, sc24, uint32(levels)<<24, uint64(n)*31+uint64(levels))
 			qsgdBlockGo(c2, x, sc24, uint32(levels)<<24, uint64(n)*31+uint64(levels))
-			if !bytes.Equal(c1, c2) {
-				t.Fatalf("n=%d levels=%d: qsgdBlock differs from qsgdBlockGo", n, levels)
+			for _, stream := range []bool{false, true} {
+				qsgdBlock(c1, x, sc24, uint32(levels)<<24, uint64(n)*31+uint64(levels), stream)
+				if !bytes.Equal(c1, c2) {
+					t.Fatalf("n=%d levels=%d stream=%v: qsgdBlock differs from qsgdBlockGo", n, levels, stream)
+				}
 			}
 		}
 	}
@@ -109,8 +217,24 @@ func finite(x []float32) bool {
 	return true
 }
 
+// eachISA runs f with every kernel level this CPU has: the AVX-512
+// kernels where present, then the AVX2 ones (and the Go ones elsewhere).
+func eachISA(t testing.TB, f func()) {
+	t.Helper()
+	if haveAVX512 {
+		f()
+		haveAVX512 = false
+		defer func() { haveAVX512 = true }()
+	}
+	f()
+}
+
 func TestKernelsAsmTwin(t *testing.T) {
-	t.Logf("haveAVX2=%v haveF16C=%v", haveAVX2, haveF16C)
+	t.Logf("haveAVX2=%v haveF16C=%v haveAVX512=%v", haveAVX2, haveF16C, haveAVX512)
+	eachISA(t, func() { testKernelsAsmTwin(t) })
+}
+
+func testKernelsAsmTwin(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	lens := []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 95, 96, 127, 128, 129, 1000, 4099, 1<<16 + 37}
 	for n := 2; n < 300; n += 7 {
@@ -171,6 +295,161 @@ func FuzzKernelsAsm(f *testing.F) {
 		for i := range x {
 			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 		}
-		checkKernels(t, x)
+		eachISA(t, func() { checkKernels(t, x) })
 	})
+}
+
+// TestQSGDAsmEdges: the qsgd kernels against qsgdRef where the rounding
+// is tight: |x| equal to the norm (|x|·sc24 a hair above s·2^24, clamped),
+// levels landing exactly on a boundary, tiny and huge norms, every level
+// count that changes the clamp, odd lengths and unaligned slices.
+func TestQSGDAsmEdges(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	eachISA(t, func() {
+		for _, levels := range []uint32{1, 2, 3, 63, 64, 100, 127} {
+			for trial := range 40 {
+				n := 1 + r.IntN(300)
+				off := r.IntN(4)
+				x := awkward(r, n+off, false)[off:]
+				for i := range x {
+					if math.IsNaN(float64(x[i])) || math.IsInf(float64(x[i]), 0) {
+						x[i] = 0
+					}
+				}
+				var norm float64
+				switch trial % 4 {
+				case 0: // a lone element at the norm
+					clear(x)
+					v := float32(r.NormFloat64()) * float32(math.Ldexp(1, r.IntN(200)-100))
+					x[r.IntN(n)] = v
+					norm = math.Abs(float64(v))
+				case 1: // the largest magnitude as the norm
+					for _, v := range x {
+						norm = max(norm, math.Abs(float64(v)))
+					}
+				case 2: // boundaries: x = k/s·norm exactly representable
+					norm = 1
+					for i := range x {
+						x[i] = float32(r.IntN(int(levels)+1)) / float32(levels)
+						if r.IntN(2) == 0 {
+							x[i] = -x[i]
+						}
+					}
+				default:
+					norm = math.Sqrt(sumSquaresGo(x))
+				}
+				if norm == 0 {
+					continue
+				}
+				sc24 := float32(float64(levels) / norm * (1 << 24))
+				if math.IsInf(float64(sc24), 0) {
+					continue
+				}
+				seed := r.Uint64()
+				got := make([]byte, n)
+				if trial%2 == 0 {
+					got = aligned64(n) // the non-temporal path
+				}
+				qsgdBlock(got, x, sc24, levels<<24, seed, trial%2 == 0)
+				if want := qsgdRef(x, sc24, levels<<24, seed); !bytes.Equal(got, want) {
+					t.Fatalf("avx512=%v levels=%d n=%d trial %d: qsgdBlock differs from qsgdRef", haveAVX512, levels, n, trial)
+				}
+			}
+		}
+	})
+}
+
+// TestTernAsm: ternBits against ternBitsGo on Gaussian data, where most
+// elements have a real chance of being sent, and with a clip (p > 1).
+func TestTernAsm(t *testing.T) {
+	eachISA(t, func() {
+		for _, n := range []int{16, 17, 31, 32, 100, 1000, 4103} {
+			x := gauss(n, uint64(n))
+			x[0] = float32(math.Copysign(0, -1))
+			x[n-1] = 0
+			s := math.Float32frombits(maxMagGo(x))
+			nb := int(packedLen(int64(n)))
+			for _, inv := range []float64{1 / float64(s), 2.5 / float64(s)} {
+				for _, lo := range []int{0, 8} {
+					b1, b2 := make([]byte, 2*nb), make([]byte, 2*nb)
+					ternBits(b1, nb, x, lo, n, inv, uint64(n)+7)
+					ternBitsGo(b2, nb, x, lo, n, inv, uint64(n)+7)
+					if !bytes.Equal(b1, b2) {
+						t.Fatalf("n=%d lo=%d inv=%v avx512=%v: ternBits differs from ternBitsGo", n, lo, inv, haveAVX512)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestNaturalAsm: naturalCodes against naturalCodesGo on data around every
+// branch: zeros, denormals, magnitudes below 2^-99, the 2^27 saturation
+// and Gaussian values.
+func TestNaturalAsm(t *testing.T) {
+	r := rand.New(rand.NewPCG(47, 48))
+	eachISA(t, func() {
+		for _, n := range []int{16, 17, 33, 100, 1000, 4111} {
+			x := make([]float32, n)
+			for i := range x {
+				switch r.IntN(6) {
+				case 0:
+					x[i] = math.Float32frombits(r.Uint32() & 0x807fffff) // ±0, denormals
+				case 1:
+					x[i] = math.Float32frombits(r.Uint32()&0x807fffff | uint32(r.IntN(32))<<23) // below 2^-99 and around it
+				case 2:
+					x[i] = math.Float32frombits(r.Uint32()&0x807fffff | uint32(148+r.IntN(107))<<23) // around 2^27 and above
+				default:
+					x[i] = float32(r.NormFloat64())
+				}
+			}
+			for _, i0 := range []int{0, 1 << 20} {
+				c1, c2 := make([]byte, n), make([]byte, n)
+				if !naturalCodes(c1, x, i0, uint64(n)) || !naturalCodesGo(c2, x, i0, uint64(n)) {
+					t.Fatalf("n=%d: finite data reported non-finite", n)
+				}
+				for i := range c1 {
+					if c1[i] != c2[i] {
+						t.Fatalf("n=%d i0=%d avx512=%v: code[%d] of %v (%#08x) = %#02x, Go %#02x", n, i0, haveAVX512, i, x[i], math.Float32bits(x[i]), c1[i], c2[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+// aligned64 returns n zero bytes starting at a multiple of 64.
+func aligned64(n int) []byte {
+	b := make([]byte, n+64)
+	off := (64 - int(uintptr(unsafe.Pointer(&b[0]))%64)) % 64
+	return b[off : off+n : off+n]
+}
+
+// TestQSGDLarge: a tensor past streamMin (non-temporal stores, the output
+// allocated beside the norm pass, blocks from a shared counter) encodes
+// to the bytes of the plain Go kernels, for any number of workers.
+func TestQSGDLarge(t *testing.T) {
+	n := streamMin + 1000
+	x := gauss(n, 77)
+	var want []byte
+	for _, w := range []int{1, 2, 3} {
+		c := mustNew(t, "qsgd", Options{Levels: 100, Seed: 5, Workers: w})
+		f, err := c.Encode(Input{Name: "big", Step: 3, Data: x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			norm := math.Float32frombits(binary.LittleEndian.Uint32(f.Parts[0].Data))
+			sc24 := float32(100 / float64(norm) * (1 << 24))
+			key := rng.Key(5, 3, "big", rng.PurposeRound)
+			want = make([]byte, n)
+			for k := 0; k*blockLen < n; k++ {
+				e := min((k+1)*blockLen, n)
+				qsgdBlockGo(want[k*blockLen:e], x[k*blockLen:e], sc24, 100<<24, rng.Draw(key, uint64(k)))
+			}
+		}
+		if !bytes.Equal(f.Parts[1].Data, want) {
+			t.Fatalf("workers=%d: codes differ from the Go kernels", w)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"unsafe"
 
+	"trainwire.dev/lib/rng"
 	"trainwire.dev/lib/tensor"
 )
 
@@ -127,6 +128,23 @@ func f16Into(dst []byte, x []float32) bool {
 	return f16Go(dst, x)
 }
 
+// f16IntoStream is f16Into for a chunk of a tensor too large for the
+// caches: where dst is 32-byte aligned, f16AVXNT writes the leading
+// multiple of 32 halves with non-temporal stores, which saves reading
+// the fresh output buffer into the cache first. The bytes are f16Into's.
+func f16IntoStream(dst []byte, x []float32) bool {
+	if !haveF16C || len(x) < 32 || uintptr(unsafe.Pointer(&dst[0]))%32 != 0 {
+		return f16Into(dst, x)
+	}
+	k := len(x) / 32 * 32
+	bad := f16AVXNT(&dst[0], &x[0], k)
+	ok := true
+	if k < len(x) {
+		ok = f16Into(dst[2*k:], x[k:])
+	}
+	return ok && !bad
+}
+
 // f16Go is f16Into in pure Go (f16Words on aligned pairs).
 func f16Go(dst []byte, x []float32) bool {
 	if len(x) == 0 {
@@ -155,6 +173,11 @@ func (s *wyrand) next() uint64 {
 	return hi ^ lo
 }
 
+// streamMin is the tensor size (elements) from which the qsgd kernels
+// write their codes with non-temporal stores: beyond the caches, the
+// codes would only evict the input.
+const streamMin = 1 << 23
+
 // qsgdBlock quantises one block of x (≤ blockLen elements, starting at a
 // multiple of blockLen) into codes: t = uint32(|x|·sc24) is the level in
 // 8.24 fixed point (sc24 = s/‖x‖·2^24, clamped to s·2^24); the level is
@@ -164,11 +187,21 @@ func (s *wyrand) next() uint64 {
 // With AVX2 and a finite sc24 (so that every |x|·sc24 ≤ s·2^24·(1+2^-23)
 // converts the same way in both), qsgdAVX2 takes the leading multiple of
 // 16 elements and qsgdBlockGo the rest, from the generator state it left.
-func qsgdBlock(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64) {
+//
+// With AVX-512, qsgdAVX512 takes the leading multiple of 32 elements;
+// with stream set (a tensor too large for the caches) and codes 64-byte
+// aligned, it writes them with non-temporal stores.
+func qsgdBlock(codes []byte, x []float32, sc24 float32, maxT uint32, seed uint64, stream bool) {
 	k := 0
 	if haveAVX2 && len(x) >= 16 && !math.IsInf(float64(sc24), 0) && maxT <= 127<<24 {
-		k = len(x) / 16 * 16
-		seed = qsgdAVX2(&codes[0], &x[0], k, sc24, maxT, seed)
+		if haveAVX512 && len(x) >= 32 {
+			k = len(x) / 32 * 32
+			stream = stream && uintptr(unsafe.Pointer(&codes[0]))%64 == 0
+			seed = qsgdAVX512(&codes[0], &x[0], k, sc24, maxT, seed, stream)
+		} else {
+			k = len(x) / 16 * 16
+			seed = qsgdAVX2(&codes[0], &x[0], k, sc24, maxT, seed)
+		}
 	}
 	if k < len(x) {
 		qsgdBlockGo(codes[k:], x[k:], sc24, maxT, seed)
@@ -201,18 +234,17 @@ func qsgdOne(v float32, sc24 float32, maxT uint32, u uint32) byte {
 
 // sumSquaresBlocks is blockReduce(x, nworkers, sumSquaresGo): Σx² per
 // fixed block, each in sumSquaresGo's order; with AVX2 eight whole blocks
-// at a time go through sumSquares8AVX2.
+// at a time go through sumSquares8AVX2. The workers take units of eight
+// blocks from a shared counter (parallelUnits).
 func sumSquaresBlocks(x []float32, nworkers int) []float64 {
 	nb := (len(x) + blockLen - 1) / blockLen
 	out := make([]float64, nb)
-	cs := chunks(nb, max(1, min(workersFor(nworkers), nb)), 1)
 	full := len(x) / blockLen // blocks of exactly blockLen
-	parallel(cs, func(_ int, lo, hi int) {
-		b := lo
-		if haveAVX2 {
-			for ; b+8 <= min(hi, full); b += 8 {
-				sumSquares8AVX2(&x[b*blockLen], blockLen, (*[8]float64)(out[b:]))
-			}
+	parallelUnits((nb+7)/8, workersFor(nworkers), func(u int) {
+		b, hi := 8*u, min(8*u+8, nb)
+		if haveAVX2 && hi <= full && hi-b == 8 {
+			sumSquares8AVX2(&x[b*blockLen], blockLen, (*[8]float64)(out[b:]))
+			return
 		}
 		for ; b < hi; b++ {
 			out[b] = sumSquaresGo(x[b*blockLen : min((b+1)*blockLen, len(x))])
@@ -334,4 +366,246 @@ func signBlocks(x []float32, nworkers int) (b []byte, ok bool, sum, sumAbs float
 		ok = ok && oks[k]
 	}
 	return b, ok, sum, sumAbs
+}
+
+// bf16Into converts x to bfloat16 in dst (2 bytes each) and reports
+// whether x is finite: bf16AVX2 for the leading multiple of 16 elements
+// where the CPU has AVX2, bf16Fast for the rest (and everything
+// elsewhere). With a NaN or ±Inf in x it redoes x with bf16Fast, so the
+// bytes are bf16Fast's in every case.
+func bf16Into(dst []byte, x []float32) bool {
+	if len(x) == 0 {
+		return true
+	}
+	if !haveAVX2 || len(x) < 16 {
+		return bf16Fast(dst, x)
+	}
+	k := len(x) / 16 * 16
+	bad := bf16AVX2(&dst[0], &x[0], k)
+	ok := true
+	if k < len(x) {
+		ok = bf16Fast(dst[2*k:], x[k:])
+	}
+	if bad {
+		return bf16Fast(dst, x)
+	}
+	return ok
+}
+
+// bf16IntoStream is bf16Into for a chunk of a tensor too large for the
+// caches: where dst is 32-byte aligned, bf16AVX2NT writes the leading
+// multiple of 16 with non-temporal stores. The bytes are bf16Into's.
+func bf16IntoStream(dst []byte, x []float32) bool {
+	if !haveAVX2 || len(x) < 16 || uintptr(unsafe.Pointer(&dst[0]))%32 != 0 {
+		return bf16Into(dst, x)
+	}
+	k := len(x) / 16 * 16
+	bad := bf16AVX2NT(&dst[0], &x[0], k)
+	ok := true
+	if k < len(x) {
+		ok = bf16Fast(dst[2*k:], x[k:])
+	}
+	if bad {
+		return bf16Fast(dst, x)
+	}
+	return ok
+}
+
+// qsgdDecode sets dst[i] = u·float32(int8(codes[i])): qsgdDecodeAVX2 for
+// the leading multiple of 32 elements where the CPU has AVX2,
+// qsgdDecodeGo for the rest (and everything elsewhere).
+func qsgdDecode(dst []float32, codes []byte, u float32) {
+	k := 0
+	if haveAVX2 && len(dst) >= 32 {
+		k = len(dst) / 32 * 32
+		qsgdDecodeAVX2(&dst[0], &codes[0], k, u)
+	}
+	qsgdDecodeGo(dst[k:], codes[k:], u)
+}
+
+// qsgdDecodeGo is qsgdDecode in pure Go.
+func qsgdDecodeGo(dst []float32, codes []byte, u float32) {
+	codes = codes[:len(dst)]
+	for i, b := range codes {
+		dst[i] = u * float32(int8(b))
+	}
+}
+
+// maxMag returns the largest magnitude key (float32 bits without the sign)
+// of x, in parallel: ≥ 0x7f800000 when x holds a NaN or ±Inf. maxMagAVX2
+// takes the leading multiple of 32 elements of each chunk where the CPU
+// has AVX2, maxMagGo the rest.
+func maxMag(x []float32, nworkers int) uint32 {
+	cs := chunks(len(x), workers(nworkers, len(x)), 32)
+	ms := make([]uint32, len(cs))
+	parallel(cs, func(c int, lo, hi int) {
+		k := lo
+		if haveAVX2 && hi-lo >= 32 {
+			k = lo + (hi-lo)/32*32
+			ms[c] = maxMagAVX2(&x[lo], k-lo)
+		}
+		ms[c] = max(ms[c], maxMagGo(x[k:hi]))
+	})
+	var m uint32
+	for _, v := range ms {
+		m = max(m, v)
+	}
+	return m
+}
+
+// maxMagGo is maxMag's plain twin.
+func maxMagGo(x []float32) uint32 {
+	var m uint32
+	for _, v := range x {
+		m = max(m, magKey(v))
+	}
+	return m
+}
+
+// ternBits sets TernGrad's bits for elements [lo, hi) (lo a multiple of
+// 8; the bytes of [lo, hi) belong to this call): ternAVX512 for the
+// leading multiple of 16 elements where the CPU has AVX-512, else ternAVX2
+// for the leading multiple of 8 where it has AVX2, ternBitsGo for the rest
+// (and everything elsewhere).
+func ternBits(b []byte, nb int, x []float32, lo, hi int, inv float64, key uint64) {
+	i := lo
+	if haveAVX512 && hi-lo >= 16 {
+		k := (hi - lo) / 16 * 16
+		ternAVX512(&b[lo/8], nb, &x[lo], k, inv, key+uint64(lo)*rng.Golden)
+		i = lo + k
+	} else if haveAVX2 && hi-lo >= 8 {
+		k := (hi - lo) / 8 * 8
+		ternAVX2(&b[lo/8], nb, &x[lo], k, inv, key+uint64(lo)*rng.Golden)
+		i = lo + k
+	}
+	ternBitsGo(b, nb, x, i, hi, inv, key)
+}
+
+// ternBitsGo is ternBits in pure Go: element i is sent when
+// Unit24(Draw(key, i)) < float32(|x_i|·inv), to plane 1 (x > 0) or 2.
+func ternBitsGo(b []byte, nb int, x []float32, lo, hi int, inv float64, key uint64) {
+	for i := lo; i < hi; i++ {
+		v := x[i]
+		p := float32(math.Abs(float64(v)) * inv) // ≥ 1 beyond a clip: always sent
+		if rng.Unit24(rng.Draw(key, uint64(i))) < p {
+			if v > 0 {
+				b[i/8] |= 0x80 >> (i % 8)
+			} else {
+				b[nb+i/8] |= 0x80 >> (i % 8)
+			}
+		}
+	}
+}
+
+// naturalCodes sets codes[j] = naturalCode(x[j], Draw(key, i0+j)) and
+// reports whether x is finite: naturalAVX512 for the leading multiple of
+// 16 elements where the CPU has AVX-512, else naturalAVX2 for the leading
+// multiple of 8 where it has AVX2, naturalCodesGo for the rest (and
+// everything elsewhere).
+func naturalCodes(codes []byte, x []float32, i0 int, key uint64) bool {
+	k := 0
+	bad := false
+	if haveAVX512 && len(x) >= 16 {
+		k = len(x) / 16 * 16
+		bad = naturalAVX512(&codes[0], &x[0], k, key+uint64(i0)*rng.Golden)
+	} else if haveAVX2 && len(x) >= 8 {
+		k = len(x) / 8 * 8
+		bad = naturalAVX2(&codes[0], &x[0], k, key+uint64(i0)*rng.Golden)
+	}
+	return naturalCodesGo(codes[k:], x[k:], i0+k, key) && !bad
+}
+
+// naturalCodesGo is naturalCodes in pure Go.
+func naturalCodesGo(codes []byte, x []float32, i0 int, key uint64) bool {
+	var bad uint32
+	for j, v := range x {
+		bad |= expBad(math.Float32bits(v))
+		codes[j] = naturalCode(v, rng.Draw(key, uint64(i0+j)))
+	}
+	return bad&0x80000000 == 0
+}
+
+// maxAbsI8 returns the largest |int8(v)| of b (−128 gives 128), in
+// parallel: maxAbsI8AVX2 for the leading multiple of 32 bytes of each
+// chunk where the CPU has AVX2, maxAbsI8Go for the rest.
+func maxAbsI8(b []byte) uint8 {
+	cs := chunks(len(b), workers(0, len(b)/4), 32)
+	ms := make([]uint8, len(cs))
+	parallel(cs, func(c int, lo, hi int) {
+		k := lo
+		if haveAVX2 && hi-lo >= 32 {
+			k = lo + (hi-lo)/32*32
+			ms[c] = maxAbsI8AVX2(&b[lo], k-lo)
+		}
+		ms[c] = max(ms[c], maxAbsI8Go(b[k:hi]))
+	})
+	var m uint8
+	for _, v := range ms {
+		m = max(m, v)
+	}
+	return m
+}
+
+// maxAbsI8Go is maxAbsI8's plain twin.
+func maxAbsI8Go(b []byte) uint8 {
+	var m uint8
+	for _, v := range b {
+		a := int8(v)
+		if a < 0 {
+			m = max(m, uint8(-int16(a)))
+		} else {
+			m = max(m, uint8(a))
+		}
+	}
+	return m
+}
+
+// bf16Decode sets dst[i] = BF16ToF32 of the little-endian half i of src:
+// bf16DecodeAVX2 for the leading multiple of 16 where the CPU has AVX2,
+// bf16DecodeGo for the rest.
+func bf16Decode(dst []float32, src []byte) {
+	k := 0
+	if haveAVX2 && len(dst) >= 16 {
+		k = len(dst) / 16 * 16
+		bf16DecodeAVX2(&dst[0], &src[0], k)
+	}
+	bf16DecodeGo(dst[k:], src[2*k:])
+}
+
+// bf16DecodeGo is bf16Decode in pure Go.
+func bf16DecodeGo(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = BF16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
+	}
+}
+
+// ternDecode decodes TernGrad's elements [lo, lo+len(dst)) (lo a multiple
+// of 8) from the planes b[:nb] and b[nb:]: ternDecodeAVX512 for the
+// leading multiple of 16 where the CPU has AVX-512, ternDecodeGo for the
+// rest (and everything elsewhere).
+func ternDecode(dst []float32, b []byte, nb, lo int, s float32) {
+	k := 0
+	if haveAVX512 && len(dst) >= 16 {
+		k = len(dst) / 16 * 16
+		ternDecodeAVX512(&dst[0], &b[lo/8], nb, k, s)
+	}
+	ternDecodeGo(dst[k:], b, nb, lo+k, s)
+}
+
+// ternDecodeGo is ternDecode in pure Go: plane 1 → s, else plane 2 → −s,
+// else 0.
+func ternDecodeGo(dst []float32, b []byte, nb, lo int, s float32) {
+	for j := range dst {
+		i := lo + j
+		sh := byte(0x80) >> (i % 8)
+		switch {
+		case b[i/8]&sh != 0:
+			dst[j] = s
+		case b[nb+i/8]&sh != 0:
+			dst[j] = -s
+		default:
+			dst[j] = 0
+		}
+	}
 }

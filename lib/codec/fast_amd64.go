@@ -9,10 +9,15 @@ import "golang.org/x/sys/cpu"
 // FuzzKernelsAsm compare the two byte for byte. Build with -tags purego
 // to leave the assembly out.
 var (
-	// haveAVX2 selects signSumsAVX2 and the qsgd kernels.
-	haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasBMI2
+	// haveAVX2 selects signSumsAVX2 and the qsgd kernels (sumSquares8AVX2
+	// uses FMA).
+	haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasBMI2 && cpu.X86.HasFMA
 	// haveF16C selects f16AVX (VCVTPS2PH, round to nearest even).
 	haveF16C = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+	// haveAVX512 selects the AVX-512 kernels (F, DQ, BW, VL; x/sys/cpu
+	// reports them only where the OS saves the ZMM and mask registers).
+	// A variable so that the tests can run the AVX2 kernels here too.
+	haveAVX512 = haveAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 )
 
 // f16AVX converts n floats (n a multiple of 8) to IEEE halves in dst
@@ -45,3 +50,78 @@ func qsgdAVX2(codes *byte, x *float32, n int, sc24 float32, maxT uint32, seed ui
 //
 //go:noescape
 func signBitsAVX2(dst *byte, x *float32, n int) (bad bool)
+
+// qsgdAVX512 is qsgdBlockGo on n elements (n a multiple of 32, sc24
+// finite, maxT ≤ 127·2^24) and returns the wyrand state after its n/2
+// draws; with stream (codes 64-byte aligned) it writes the codes with
+// non-temporal stores of whole cache lines.
+//
+//go:noescape
+func qsgdAVX512(codes *byte, x *float32, n int, sc24 float32, maxT uint32, seed uint64, stream bool) (state uint64)
+
+// bf16AVX2 is bf16Fast on n floats (n a multiple of 16) for finite x;
+// bad reports a NaN or ±Inf.
+//
+//go:noescape
+func bf16AVX2(dst *byte, x *float32, n int) (bad bool)
+
+// qsgdDecodeAVX2 sets dst[i] = u·float32(int8(codes[i])) for n elements
+// (n a multiple of 32).
+//
+//go:noescape
+func qsgdDecodeAVX2(dst *float32, codes *byte, n int, u float32)
+
+// ternAVX512 is ternBitsGo on n elements (n a multiple of 16) from element
+// i0 (a multiple of 8): planes at bits and bits[nb:], whole bytes stored;
+// base = key + i0·rng.Golden.
+//
+//go:noescape
+func ternAVX512(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
+
+// maxMagAVX2 is maxMagGo on n floats (n a multiple of 32).
+//
+//go:noescape
+func maxMagAVX2(x *float32, n int) uint32
+
+// naturalAVX512 is naturalCodesGo on n elements (n a multiple of 16) from
+// element i0, base = key + i0·rng.Golden; bad reports a NaN or ±Inf.
+//
+//go:noescape
+func naturalAVX512(codes *byte, x *float32, n int, base uint64) (bad bool)
+
+// maxAbsI8AVX2 is maxAbsI8Go on n bytes (n a multiple of 32).
+//
+//go:noescape
+func maxAbsI8AVX2(b *byte, n int) uint8
+
+// bf16DecodeAVX2 is bf16DecodeGo on n halves (n a multiple of 16).
+//
+//go:noescape
+func bf16DecodeAVX2(dst *float32, src *byte, n int)
+
+// ternDecodeAVX512 is ternDecodeGo on n elements (n a multiple of 16)
+// starting at bits[0]'s first bit.
+//
+//go:noescape
+func ternDecodeAVX512(dst *float32, bits *byte, nb int, n int, s float32)
+
+// ternAVX2 is ternAVX512 on AVX2, n a multiple of 8.
+//
+//go:noescape
+func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
+
+// naturalAVX2 is naturalAVX512 on AVX2, n a multiple of 8.
+//
+//go:noescape
+func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)
+
+// f16AVXNT is f16AVX with non-temporal stores: n a multiple of 32, dst
+// 32-byte aligned.
+//
+//go:noescape
+func f16AVXNT(dst *byte, x *float32, n int) (bad bool)
+
+// bf16AVX2NT is bf16AVX2 with non-temporal stores, dst 32-byte aligned.
+//
+//go:noescape
+func bf16AVX2NT(dst *byte, x *float32, n int) (bad bool)

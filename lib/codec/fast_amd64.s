@@ -189,6 +189,15 @@ TEXT ·sumSquares8AVX2(SB), NOSPLIT, $0-24
 ssloop:
 	TESTQ CX, CX
 	JZ    ssdone
+	// x² is exact in float64, so acc + x² rounds once either way: FMA.
+	PREFETCHT0 512(SI)
+	PREFETCHT0 512(SI)(DX*1)
+	PREFETCHT0 512(SI)(DX*2)
+	PREFETCHT0 512(SI)(R9*1)
+	PREFETCHT0 512(R8)
+	PREFETCHT0 512(R8)(DX*1)
+	PREFETCHT0 512(R8)(DX*2)
+	PREFETCHT0 512(R8)(R9*1)
 	VCVTPS2PD (SI), Y0
 	VCVTPS2PD (SI)(DX*1), Y1
 	VCVTPS2PD (SI)(DX*2), Y2
@@ -197,14 +206,6 @@ ssloop:
 	VCVTPS2PD (R8)(DX*1), Y5
 	VCVTPS2PD (R8)(DX*2), Y6
 	VCVTPS2PD (R8)(R9*1), Y7
-	VMULPD Y0, Y0, Y0
-	VMULPD Y1, Y1, Y1
-	VMULPD Y2, Y2, Y2
-	VMULPD Y3, Y3, Y3
-	VMULPD Y4, Y4, Y4
-	VMULPD Y5, Y5, Y5
-	VMULPD Y6, Y6, Y6
-	VMULPD Y7, Y7, Y7
 	VPERM2F128 $0x20, Y1, Y0, Y8
 	VPERM2F128 $0x31, Y1, Y0, Y0
 	VPERM2F128 $0x20, Y3, Y2, Y9
@@ -213,14 +214,14 @@ ssloop:
 	VPERM2F128 $0x31, Y5, Y4, Y4
 	VPERM2F128 $0x20, Y7, Y6, Y11
 	VPERM2F128 $0x31, Y7, Y6, Y6
-	VADDPD Y8, Y12, Y12
-	VADDPD Y9, Y13, Y13
-	VADDPD Y10, Y14, Y14
-	VADDPD Y11, Y15, Y15
-	VADDPD Y0, Y12, Y12
-	VADDPD Y2, Y13, Y13
-	VADDPD Y4, Y14, Y14
-	VADDPD Y6, Y15, Y15
+	VFMADD231PD Y8, Y8, Y12
+	VFMADD231PD Y9, Y9, Y13
+	VFMADD231PD Y10, Y10, Y14
+	VFMADD231PD Y11, Y11, Y15
+	VFMADD231PD Y0, Y0, Y12
+	VFMADD231PD Y2, Y2, Y13
+	VFMADD231PD Y4, Y4, Y14
+	VFMADD231PD Y6, Y6, Y15
 	ADDQ $16, SI
 	ADDQ $16, R8
 	DECQ CX
@@ -239,13 +240,55 @@ ssdone:
 
 DATA wyinc<>+0(SB)/8, $0x03b0eb23c5eb2178 // 8·0xa0761d6478bd642f mod 2^64
 GLOBL wyinc<>(SB), RODATA|NOPTR, $8
+DATA wyc2h<>+0(SB)/8, $0x00000000e7037ed1 // C2 >> 32, four times
+DATA wyc2h<>+8(SB)/8, $0x00000000e7037ed1
+DATA wyc2h<>+16(SB)/8, $0x00000000e7037ed1
+DATA wyc2h<>+24(SB)/8, $0x00000000e7037ed1
+GLOBL wyc2h<>(SB), RODATA|NOPTR, $32
+DATA ones<>+0(SB)/8, $-1
+DATA ones<>+8(SB)/8, $-1
+DATA ones<>+16(SB)/8, $-1
+DATA ones<>+24(SB)/8, $-1
+GLOBL ones<>(SB), RODATA|NOPTR, $32
+// VPSHUFB indices that turn r into its two uniforms: dword 2j = bytes 5 6 7
+// of qword j (r>>40), dword 2j+1 = bytes 2 3 4 ((r>>16) & 0xffffff).
+DATA ushuf2<>+0(SB)/8, $0x8004030280070605
+DATA ushuf2<>+8(SB)/8, $0x800c0b0a800f0e0d
+DATA ushuf2<>+16(SB)/8, $0x8004030280070605
+DATA ushuf2<>+24(SB)/8, $0x800c0b0a800f0e0d
+GLOBL ushuf2<>(SB), RODATA|NOPTR, $32
+
+// SDRAW2 makes one wyrand draw on the scalar unit (state R10, advanced by
+// R9 = C1 first; R11 = C2) and leaves ¬r in AX.
+#define SDRAW2 \
+	ADDQ R9, R10; \
+	MOVQ R10, AX; \
+	MOVQ R10, BX; \
+	XORQ R11, BX; \
+	MULQ BX; \
+	XORQ DX, AX; \
+	NOTQ AX
+
+// QUANT8 quantises the 8 floats at XOFF(SI) with u' = 0xffffff − u in U
+// into 8 int32 codes in OUT: t = min(cvtt(|x|·sc24), maxT), l = (t + u')>>24
+// (= t>>24 + [u < t&0xffffff]), negated where x is negative. Clobbers
+// Y0, Y1.
+#define QUANT8(XOFF, U, OUT) \
+	VMOVDQU    XOFF(SI), Y0; \
+	VPAND      Y12, Y0, Y1; \
+	VMULPS     Y10, Y1, Y1; \
+	VCVTTPS2DQ Y1, Y1; \
+	VPMINUD    Y11, Y1, Y1; \
+	VPADDD     U, Y1, Y1; \
+	VPSRLD     $24, Y1, Y1; \
+	VPSIGND    Y0, Y1, OUT
 
 // func qsgdAVX2(codes *byte, x *float32, n int, sc24 float32, maxT uint32, seed uint64) (state uint64)
-// qsgdBlockGo on n elements (n a multiple of 16) with sc24 finite;
-// returns the wyrand state after the n/2 draws. Of the 8 draws of an
-// iteration, draws 1–4 run in the lanes of Y8 (the 64×64→128 product
-// from four 32×32→64 VPMULUDQs) and draws 5–8 on the scalar MULQ, so
-// that both kinds of units work.
+// qsgdBlockGo on n elements (n a multiple of 16) with sc24 finite and
+// maxT ≤ 127·2^24; returns the wyrand state after the n/2 draws. Of the 8
+// draws of an iteration, draws 1–4 run in the lanes of Y8 (the 64×64→128
+// product from four 32×32→64 VPMULUDQs) and draws 5–8 on the scalar MULQ,
+// so that both kinds of units work.
 TEXT ·qsgdAVX2(SB), NOSPLIT, $0-48
 	MOVQ codes+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -258,9 +301,7 @@ TEXT ·qsgdAVX2(SB), NOSPLIT, $0-48
 	MOVL $0x7fffffff, AX
 	MOVD AX, X12
 	VPBROADCASTD X12, Y12 // |x| mask
-	MOVL $0x00ffffff, AX
-	MOVD AX, X13
-	VPBROADCASTD X13, Y13 // 24-bit mask (dwords)
+	VMOVDQU ushuf2<>(SB), Y13
 	VPCMPEQD Y14, Y14, Y14
 	VPSRLQ $32, Y14, Y14  // low 32 bits of each qword
 	MOVQ $0xe7037ed1a0b428db, R11
@@ -295,92 +336,40 @@ qloop:
 	// Draws 1–4: r = hi ^ lo of a·b, a = state, b = a ^ C2.
 	VPXOR    Y15, Y8, Y1 // b
 	VPSRLQ   $32, Y8, Y2 // aH
-	VPSRLQ   $32, Y1, Y3 // bH
+	VPXOR    wyc2h<>(SB), Y2, Y3 // bH
 	VPMULUDQ Y1, Y8, Y4  // ll
 	VPMULUDQ Y3, Y8, Y5  // lh = aL·bH
 	VPMULUDQ Y1, Y2, Y6  // hl = aH·bL
 	VPMULUDQ Y3, Y2, Y7  // hh
 	VPADDQ   Y9, Y8, Y8
 	VPSRLQ   $32, Y4, Y0
-	VPAND    Y14, Y5, Y1
-	VPADDQ   Y1, Y0, Y0
-	VPAND    Y14, Y6, Y1
-	VPADDQ   Y1, Y0, Y0  // mid = ll>>32 + lh&M + hl&M
-	VPSRLQ   $32, Y5, Y5
-	VPADDQ   Y5, Y7, Y7
+	VPADDQ   Y0, Y6, Y6  // t = hl + ll>>32 (no carry out)
+	VPAND    Y14, Y6, Y0
+	VPADDQ   Y0, Y5, Y5  // w = lh + t&M (no carry out)
 	VPSRLQ   $32, Y6, Y6
 	VPADDQ   Y6, Y7, Y7
-	VPSRLQ   $32, Y0, Y1
-	VPADDQ   Y1, Y7, Y7  // hi
-	VPSLLQ   $32, Y0, Y0
-	VPAND    Y14, Y4, Y4
-	VPOR     Y4, Y0, Y0  // lo
-	VPXOR    Y7, Y0, Y4  // r
-	// u: element 2i gets r_i>>40, element 2i+1 gets (r_i>>16)&0xffffff.
-	VPSRLQ $40, Y4, Y5
-	VPSRLQ $16, Y4, Y6
-	VPAND  Y13, Y6, Y6
-	VPSLLQ $32, Y6, Y6
-	VPOR   Y6, Y5, Y4
+	VPSRLQ   $32, Y5, Y0
+	VPADDQ   Y0, Y7, Y7  // hi = hh + t>>32 + w>>32
+	VPSLLQ   $32, Y5, Y5
+	VPBLENDD $0x55, Y4, Y5, Y5 // lo = w<<32 | ll&M
+	VPXOR    Y7, Y5, Y4
+	VPXOR    ones<>(SB), Y4, Y4 // ¬r
+	VPSHUFB  Y13, Y4, Y4 // u' of elements 0–7
 	// Draws 5–8 on the scalar unit.
-	ADDQ R9, R10
-	MOVQ R10, AX
-	MOVQ R10, BX
-	XORQ R11, BX
-	MULQ BX
-	XORQ DX, AX
+	SDRAW2
 	VMOVQ AX, X7
-	ADDQ R9, R10
-	MOVQ R10, AX
-	MOVQ R10, BX
-	XORQ R11, BX
-	MULQ BX
-	XORQ DX, AX
+	SDRAW2
 	VPINSRQ $1, AX, X7, X7
-	ADDQ R9, R10
-	MOVQ R10, AX
-	MOVQ R10, BX
-	XORQ R11, BX
-	MULQ BX
-	XORQ DX, AX
+	SDRAW2
 	VMOVQ AX, X5
-	ADDQ R9, R10
-	MOVQ R10, AX
-	MOVQ R10, BX
-	XORQ R11, BX
-	MULQ BX
-	XORQ DX, AX
+	SDRAW2
 	VPINSRQ $1, AX, X5, X5
 	ADDQ R12, R10
 	VINSERTI128 $1, X5, Y7, Y7
-	VPSRLQ $40, Y7, Y5
-	VPSRLQ $16, Y7, Y6
-	VPAND  Y13, Y6, Y6
-	VPSLLQ $32, Y6, Y6
-	VPOR   Y6, Y5, Y7
+	VPSHUFB Y13, Y7, Y7 // u' of elements 8–15
 
-	VMOVDQU    0(SI), Y0
-	VPAND      Y12, Y0, Y1
-	VMULPS     Y10, Y1, Y1
-	VCVTTPS2DQ Y1, Y1
-	VPMINUD    Y11, Y1, Y1 // t
-	VPSRLD     $24, Y1, Y2 // t>>24
-	VPAND      Y13, Y1, Y3 // t & 0xffffff
-	VPSUBD     Y3, Y4, Y3  // u - frac
-	VPSRLD     $31, Y3, Y3
-	VPADDD     Y3, Y2, Y2  // l
-	VPSIGND    Y0, Y2, Y4 // −l where x has its sign bit set (l is 0 for ±0)
-	VMOVDQU    32(SI), Y0
-	VPAND      Y12, Y0, Y1
-	VMULPS     Y10, Y1, Y1
-	VCVTTPS2DQ Y1, Y1
-	VPMINUD    Y11, Y1, Y1 // t
-	VPSRLD     $24, Y1, Y2 // t>>24
-	VPAND      Y13, Y1, Y3 // t & 0xffffff
-	VPSUBD     Y3, Y7, Y3  // u - frac
-	VPSRLD     $31, Y3, Y3
-	VPADDD     Y3, Y2, Y2  // l
-	VPSIGND    Y0, Y2, Y7 // −l where x has its sign bit set (l is 0 for ±0)
+	QUANT8(0, Y4, Y4)
+	QUANT8(32, Y7, Y7)
 	VPACKSSDW  Y7, Y4, Y4  // words [0-3 8-11 | 4-7 12-15]
 	VPERMQ     $0xd8, Y4, Y4
 	VEXTRACTI128 $1, Y4, X5
@@ -446,6 +435,563 @@ sbloop:
 	JMP  sbloop
 
 sbdone:
+	VPCMPEQD Y8, Y9, Y9
+	VPTEST   Y9, Y9
+	SETNE    bad+24(FP)
+	VZEROUPPER
+	RET
+
+// func bf16AVX2(dst *byte, x *float32, n int) (bad bool)
+// bfloat16 of n floats (n a multiple of 16), round to nearest even on the
+// bits: h = (u + 0x7fff + (u>>16 & 1)) >> 16, as bf16Fast; bad reports a
+// NaN or ±Inf (whose bytes are then not meaningful).
+TEXT ·bf16AVX2(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7f800000, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8
+	VPXOR Y9, Y9, Y9
+	MOVL $0x7fff, AX
+	MOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL $1, AX
+	MOVD AX, X11
+	VPBROADCASTD X11, Y11
+
+bfloop:
+	TESTQ CX, CX
+	JZ    bfdone
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPSRLD  $16, Y0, Y2
+	VPSRLD  $16, Y1, Y3
+	VPAND   Y11, Y2, Y2
+	VPAND   Y11, Y3, Y3
+	VPADDD  Y10, Y2, Y2
+	VPADDD  Y10, Y3, Y3
+	VPADDD  Y0, Y2, Y2
+	VPADDD  Y1, Y3, Y3
+	VPSRLD  $16, Y2, Y2
+	VPSRLD  $16, Y3, Y3
+	VPACKUSDW Y3, Y2, Y2 // [a0-3 b0-3 | a4-7 b4-7]
+	VPERMQ  $0xd8, Y2, Y2
+	VMOVDQU Y2, 0(DI)
+	VPAND   Y8, Y0, Y0
+	VPMAXUD Y0, Y9, Y9
+	VPAND   Y8, Y1, Y1
+	VPMAXUD Y1, Y9, Y9
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP  bfloop
+
+bfdone:
+	VPCMPEQD Y8, Y9, Y9
+	VPTEST   Y9, Y9
+	SETNE    bad+24(FP)
+	VZEROUPPER
+	RET
+
+// func bf16AVX2NT(dst *byte, x *float32, n int) (bad bool)
+// bf16AVX2 with non-temporal stores: dst 32-byte aligned.
+TEXT ·bf16AVX2NT(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7f800000, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8
+	VPXOR Y9, Y9, Y9
+	MOVL $0x7fff, AX
+	MOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL $1, AX
+	MOVD AX, X11
+	VPBROADCASTD X11, Y11
+
+bfntloop:
+	TESTQ CX, CX
+	JZ    bfntdone
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPSRLD  $16, Y0, Y2
+	VPSRLD  $16, Y1, Y3
+	VPAND   Y11, Y2, Y2
+	VPAND   Y11, Y3, Y3
+	VPADDD  Y10, Y2, Y2
+	VPADDD  Y10, Y3, Y3
+	VPADDD  Y0, Y2, Y2
+	VPADDD  Y1, Y3, Y3
+	VPSRLD  $16, Y2, Y2
+	VPSRLD  $16, Y3, Y3
+	VPACKUSDW Y3, Y2, Y2 // [a0-3 b0-3 | a4-7 b4-7]
+	VPERMQ  $0xd8, Y2, Y2
+	VMOVNTDQ Y2, 0(DI)
+	VPAND   Y8, Y0, Y0
+	VPMAXUD Y0, Y9, Y9
+	VPAND   Y8, Y1, Y1
+	VPMAXUD Y1, Y9, Y9
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP  bfntloop
+
+bfntdone:
+	SFENCE
+	VPCMPEQD Y8, Y9, Y9
+	VPTEST   Y9, Y9
+	SETNE    bad+24(FP)
+	VZEROUPPER
+	RET
+
+// func qsgdDecodeAVX2(dst *float32, codes *byte, n int, u float32)
+// dst[i] = u·float32(int8(codes[i])) for n elements (n a multiple of 32).
+TEXT ·qsgdDecodeAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ codes+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	VBROADCASTSS u+24(FP), Y15
+
+qdloop:
+	TESTQ CX, CX
+	JZ    qddone
+	VPMOVSXBD 0(SI), Y0
+	VPMOVSXBD 8(SI), Y1
+	VPMOVSXBD 16(SI), Y2
+	VPMOVSXBD 24(SI), Y3
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y15, Y0, Y0
+	VMULPS    Y15, Y1, Y1
+	VMULPS    Y15, Y2, Y2
+	VMULPS    Y15, Y3, Y3
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	VMOVUPS   Y2, 64(DI)
+	VMOVUPS   Y3, 96(DI)
+	ADDQ $32, SI
+	ADDQ $128, DI
+	DECQ CX
+	JMP  qdloop
+
+qddone:
+	VZEROUPPER
+	RET
+
+// func maxMagAVX2(x *float32, n int) uint32
+// The largest magnitude key (bits &^ sign) of n floats (n a multiple of
+// 32); NaNs compare above +Inf.
+TEXT ·maxMagAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $5, CX
+	MOVL $0x7fffffff, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+mmloop:
+	TESTQ CX, CX
+	JZ    mmdone
+	VPAND   0(SI), Y8, Y4
+	VPAND   32(SI), Y8, Y5
+	VPAND   64(SI), Y8, Y6
+	VPAND   96(SI), Y8, Y7
+	VPMAXUD Y4, Y0, Y0
+	VPMAXUD Y5, Y1, Y1
+	VPMAXUD Y6, Y2, Y2
+	VPMAXUD Y7, Y3, Y3
+	ADDQ $128, SI
+	DECQ CX
+	JMP  mmloop
+
+mmdone:
+	VPMAXUD Y1, Y0, Y0
+	VPMAXUD Y3, Y2, Y2
+	VPMAXUD Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUD X1, X0, X0
+	MOVL X0, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func maxAbsI8AVX2(b *byte, n int) uint8
+// The largest |int8(b[i])| of n bytes (n a multiple of 32), −128 giving 128.
+TEXT ·maxAbsI8AVX2(SB), NOSPLIT, $0-17
+	MOVQ b+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $5, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+
+malooop:
+	CMPQ CX, $2
+	JB   maltail
+	VPABSB  0(SI), Y2
+	VPABSB  32(SI), Y3
+	VPMAXUB Y2, Y0, Y0
+	VPMAXUB Y3, Y1, Y1
+	ADDQ $64, SI
+	SUBQ $2, CX
+	JMP  malooop
+
+maltail:
+	TESTQ CX, CX
+	JZ    maldone
+	VPABSB  0(SI), Y2
+	VPMAXUB Y2, Y0, Y0
+
+maldone:
+	VPMAXUB Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUB X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUB X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUB X1, X0, X0
+	VPSRLD  $16, X0, X1
+	VPMAXUB X1, X0, X0
+	VPSRLW  $8, X0, X1
+	VPMAXUB X1, X0, X0
+	MOVL X0, AX
+	MOVB AL, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func bf16DecodeAVX2(dst *float32, src *byte, n int)
+// dst[i] = float32 bits (src half i) << 16, n a multiple of 16.
+TEXT ·bf16DecodeAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+bdloop:
+	TESTQ CX, CX
+	JZ    bddone
+	VPMOVZXWD 0(SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVDQU   Y0, 0(DI)
+	VMOVDQU   Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  bdloop
+
+bddone:
+	VZEROUPPER
+	RET
+
+// ---- terngrad (AVX2) ----
+
+// (e+1)·Golden for the element e that each qword lane of the two draw
+// vectors serves: A = [7 6 3 2], B = [5 4 1 0], so that VSHUFPS $0xdd of
+// their high dwords lists elements 7..0 (VMOVMSKPS then gives MSB first).
+DATA tern2off<>+0(SB)/8, $0xf1bbcdcbfa53e0a8
+DATA tern2off<>+8(SB)/8, $0x538454127b096493
+DATA tern2off<>+16(SB)/8, $0x78dde6e5fd29f054
+DATA tern2off<>+24(SB)/8, $0xdaa66d2c7ddf743f
+DATA tern2off<>+32(SB)/8, $0xb54cda58fbbee87e
+DATA tern2off<>+40(SB)/8, $0x1715609f7c746c69
+DATA tern2off<>+48(SB)/8, $0x3c6ef372fe94f82a
+DATA tern2off<>+56(SB)/8, $0x9e3779b97f4a7c15
+GLOBL tern2off<>(SB), RODATA|NOPTR, $64
+DATA absmask<>+0(SB)/8, $0x7fffffff7fffffff
+DATA absmask<>+8(SB)/8, $0x7fffffff7fffffff
+DATA absmask<>+16(SB)/8, $0x7fffffff7fffffff
+DATA absmask<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL absmask<>(SB), RODATA|NOPTR, $32
+
+// MULC2 sets Z = Z·C mod 2^64 (C's halves in CL and CH): zL·CL +
+// (zL·CH + zH·CL)<<32. Clobbers T1, T2.
+#define MULC2(Z, CL, CH, T1, T2) \
+	VPSRLQ   $32, Z, T1; \
+	VPMULUDQ CH, Z, T2; \
+	VPMULUDQ CL, T1, T1; \
+	VPMULUDQ CL, Z, Z; \
+	VPADDQ   T1, T2, T2; \
+	VPSLLQ   $32, T2, T2; \
+	VPADDQ   T2, Z, Z
+
+// MIX2 is Mix64 without its last xor-shift (bits 40–63 do not need it).
+#define MIX2(Z, T1, T2) \
+	VPSRLQ $30, Z, T1; \
+	VPXOR  T1, Z, Z; \
+	MULC2(Z, Y14, Y13, T1, T2); \
+	VPSRLQ $27, Z, T1; \
+	VPXOR  T1, Z, Z; \
+	MULC2(Z, Y12, Y11, T1, T2)
+
+// func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
+// ternAVX512 with AVX2 (the 64-bit multiplies from VPMULUDQ), 8 elements
+// (one byte of each plane) an iteration; n a multiple of 8.
+TEXT ·ternAVX2(SB), NOSPLIT, $0-48
+	MOVQ bits+0(FP), DI
+	MOVQ nb+8(FP), R8
+	ADDQ DI, R8
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	VBROADCASTSD inv+32(FP), Y10
+	MOVQ base+40(FP), AX
+	MOVQ AX, X6
+	VPBROADCASTQ X6, Y6
+	VPADDQ tern2off<>+32(SB), Y6, Y5
+	VPADDQ tern2off<>+0(SB), Y6, Y6
+	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
+	MOVQ AX, X15
+	VPBROADCASTQ X15, Y15
+	MOVL $0x1ce4e5b9, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	MOVL $0xbf58476d, AX
+	MOVQ AX, X13
+	VPBROADCASTQ X13, Y13
+	MOVL $0x133111eb, AX
+	MOVQ AX, X12
+	VPBROADCASTQ X12, Y12
+	MOVL $0x94d049bb, AX
+	MOVQ AX, X11
+	VPBROADCASTQ X11, Y11
+	MOVL $0x33800000, AX // 2^-24
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9
+	VMOVDQU revidx<>(SB), Y8
+
+t2loop:
+	TESTQ CX, CX
+	JZ    t2done
+	VMOVDQA Y6, Y0
+	VMOVDQA Y5, Y1
+	VPADDQ  Y15, Y6, Y6
+	VPADDQ  Y15, Y5, Y5
+	MIX2(Y0, Y2, Y3)
+	MIX2(Y1, Y2, Y3)
+	// u = float32(z>>40)·2^-24 of elements 7..0
+	VSHUFPS   $0xdd, Y1, Y0, Y0
+	VPSRLD    $8, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VMULPS    Y9, Y0, Y0
+	// p = float32(float64(|x|)·inv) of elements 7..0
+	VPERMD      (SI), Y8, Y1
+	VMOVMSKPS   Y1, AX // signs
+	VPAND       absmask<>(SB), Y1, Y1
+	VCVTPS2PD   X1, Y2
+	VEXTRACTF128 $1, Y1, X3
+	VCVTPS2PD   X3, Y3
+	VMULPD      Y10, Y2, Y2
+	VMULPD      Y10, Y3, Y3
+	VCVTPD2PSY  Y2, X2
+	VCVTPD2PSY  Y3, X3
+	VINSERTF128 $1, X3, Y2, Y2
+	VCMPPS      $1, Y2, Y0, Y0 // u < p
+	VMOVMSKPS   Y0, BX
+	MOVL BX, DX
+	MOVL AX, R9
+	NOTL R9
+	ANDL R9, DX // sent and positive
+	ANDL BX, AX // sent and negative
+	MOVB DX, (DI)
+	MOVB AX, (R8)
+	ADDQ $32, SI
+	INCQ DI
+	INCQ R8
+	DECQ CX
+	JMP  t2loop
+
+t2done:
+	VZEROUPPER
+	RET
+
+// ---- natural (AVX2) ----
+
+// (e+1)·Golden for lanes A = [0 1 4 5], B = [2 3 6 7]: VSHUFPS $0xdd of
+// their high dwords lists elements 0..7.
+DATA nat2off<>+0(SB)/8, $0x9e3779b97f4a7c15
+DATA nat2off<>+8(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2off<>+16(SB)/8, $0x1715609f7c746c69
+DATA nat2off<>+24(SB)/8, $0xb54cda58fbbee87e
+DATA nat2off<>+32(SB)/8, $0xdaa66d2c7ddf743f
+DATA nat2off<>+40(SB)/8, $0x78dde6e5fd29f054
+DATA nat2off<>+48(SB)/8, $0x538454127b096493
+DATA nat2off<>+56(SB)/8, $0xf1bbcdcbfa53e0a8
+GLOBL nat2off<>(SB), RODATA|NOPTR, $64
+DATA manmask<>+0(SB)/8, $0x007fffff007fffff
+DATA manmask<>+8(SB)/8, $0x007fffff007fffff
+DATA manmask<>+16(SB)/8, $0x007fffff007fffff
+DATA manmask<>+24(SB)/8, $0x007fffff007fffff
+GLOBL manmask<>(SB), RODATA|NOPTR, $32
+DATA c27<>+0(SB)/8, $0x0000001b0000001b
+DATA c27<>+8(SB)/8, $0x0000001b0000001b
+DATA c27<>+16(SB)/8, $0x0000001b0000001b
+DATA c27<>+24(SB)/8, $0x0000001b0000001b
+GLOBL c27<>(SB), RODATA|NOPTR, $32
+DATA c127<>+0(SB)/8, $0x0000007f0000007f
+DATA c127<>+8(SB)/8, $0x0000007f0000007f
+DATA c127<>+16(SB)/8, $0x0000007f0000007f
+DATA c127<>+24(SB)/8, $0x0000007f0000007f
+GLOBL c127<>(SB), RODATA|NOPTR, $32
+DATA c80<>+0(SB)/8, $0x0000008000000080
+DATA c80<>+8(SB)/8, $0x0000008000000080
+DATA c80<>+16(SB)/8, $0x0000008000000080
+DATA c80<>+24(SB)/8, $0x0000008000000080
+GLOBL c80<>(SB), RODATA|NOPTR, $32
+DATA c28<>+0(SB)/8, $0x0000001c0000001c
+DATA c28<>+8(SB)/8, $0x0000001c0000001c
+DATA c28<>+16(SB)/8, $0x0000001c0000001c
+DATA c28<>+24(SB)/8, $0x0000001c0000001c
+GLOBL c28<>(SB), RODATA|NOPTR, $32
+DATA cinfm1<>+0(SB)/8, $0x7f7fffff7f7fffff
+DATA cinfm1<>+8(SB)/8, $0x7f7fffff7f7fffff
+DATA cinfm1<>+16(SB)/8, $0x7f7fffff7f7fffff
+DATA cinfm1<>+24(SB)/8, $0x7f7fffff7f7fffff
+GLOBL cinfm1<>(SB), RODATA|NOPTR, $32
+
+// func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)
+// naturalAVX512 with AVX2, 8 elements an iteration; n a multiple of 8.
+TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
+	MOVQ codes+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	MOVQ base+24(FP), AX
+	MOVQ AX, X6
+	VPBROADCASTQ X6, Y6
+	VPADDQ nat2off<>+32(SB), Y6, Y5
+	VPADDQ nat2off<>+0(SB), Y6, Y6
+	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
+	MOVQ AX, X15
+	VPBROADCASTQ X15, Y15
+	MOVL $0x1ce4e5b9, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	MOVL $0xbf58476d, AX
+	MOVQ AX, X13
+	VPBROADCASTQ X13, Y13
+	MOVL $0x133111eb, AX
+	MOVQ AX, X12
+	VPBROADCASTQ X12, Y12
+	MOVL $0x94d049bb, AX
+	MOVQ AX, X11
+	VPBROADCASTQ X11, Y11
+	MOVL $0x7d000000, AX // 2^123
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9
+	VMOVDQU c28<>(SB), Y7
+	VPXOR Y10, Y10, Y10 // largest magnitude seen
+
+n2loop:
+	TESTQ CX, CX
+	JZ    n2done
+	VMOVDQA Y6, Y0
+	VMOVDQA Y5, Y1
+	VPADDQ  Y15, Y6, Y6
+	VPADDQ  Y15, Y5, Y5
+	MIX2(Y0, Y2, Y3)
+	MIX2(Y1, Y2, Y3)
+	VSHUFPS $0xdd, Y1, Y0, Y0 // r>>32 of elements 0..7
+	VPSRLD  $9, Y0, Y1        // 23-bit uniform
+	VPSRLD  $8, Y0, Y0        // 24-bit uniform
+	VMOVDQU (SI), Y2
+	VPAND   absmask<>(SB), Y2, Y3 // |x|
+	VPMAXUD Y3, Y10, Y10
+	VPSRLD  $23, Y3, Y4 // e
+	// e ≥ 28: min(e − 27 + [u23 < m], 127)
+	VPAND    manmask<>(SB), Y3, Y8
+	VPCMPGTD Y1, Y8, Y8
+	VPSUBD   c27<>(SB), Y4, Y1
+	VPSUBD   Y8, Y1, Y1
+	VPMINSD  c127<>(SB), Y1, Y1
+	// e < 28: [u24 < |x|·2^123]
+	VCVTDQ2PS Y0, Y0
+	VMULPS    Y9, Y3, Y3
+	VCMPPS    $1, Y3, Y0, Y0
+	VPSRLD    $31, Y0, Y0
+	VPCMPGTD  Y4, Y7, Y4
+	VBLENDVPS Y4, Y0, Y1, Y1
+	// the sign on non-zero codes
+	VPSRAD   $31, Y2, Y2
+	VPXOR    Y3, Y3, Y3
+	VPCMPEQD Y3, Y1, Y3
+	VPANDN   Y2, Y3, Y3
+	VPAND    c80<>(SB), Y3, Y3
+	VPOR     Y3, Y1, Y1
+	VEXTRACTI128 $1, Y1, X3
+	VPACKUSDW X3, X1, X1
+	VPACKUSWB X1, X1, X1
+	VMOVQ     X1, (DI)
+	ADDQ $32, SI
+	ADDQ $8, DI
+	DECQ CX
+	JMP  n2loop
+
+n2done:
+	VPCMPGTD cinfm1<>(SB), Y10, Y10 // a key above the largest finite one
+	VPTEST   Y10, Y10
+	SETNE    bad+32(FP)
+	VZEROUPPER
+	RET
+
+// func f16AVXNT(dst *byte, x *float32, n int) (bad bool)
+// f16AVX for n a multiple of 32 and dst 32-byte aligned, with
+// non-temporal stores (for tensors beyond the caches).
+TEXT ·f16AVXNT(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	MOVL $0x7f800000, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8
+	VPXOR Y9, Y9, Y9
+
+f16ntloop:
+	TESTQ CX, CX
+	JZ    f16ntdone
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VCVTPS2PH $0, Y0, X4
+	VCVTPS2PH $0, Y1, X5
+	VCVTPS2PH $0, Y2, X6
+	VCVTPS2PH $0, Y3, X7
+	VINSERTI128 $1, X5, Y4, Y4
+	VINSERTI128 $1, X7, Y6, Y6
+	VMOVNTDQ Y4, 0(DI)
+	VMOVNTDQ Y6, 32(DI)
+	VPAND   Y8, Y0, Y0
+	VPAND   Y8, Y1, Y1
+	VPAND   Y8, Y2, Y2
+	VPAND   Y8, Y3, Y3
+	VPMAXUD Y0, Y9, Y9
+	VPMAXUD Y1, Y9, Y9
+	VPMAXUD Y2, Y9, Y9
+	VPMAXUD Y3, Y9, Y9
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  f16ntloop
+
+f16ntdone:
+	SFENCE
 	VPCMPEQD Y8, Y9, Y9
 	VPTEST   Y9, Y9
 	SETNE    bad+24(FP)

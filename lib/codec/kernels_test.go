@@ -172,7 +172,7 @@ func TestQSGDTwin(t *testing.T) {
 		x[0] = float32(math.Copysign(0, -1))
 		sc24 := float32(7.0 / 3 * (1 << 24))
 		got := make([]byte, n)
-		qsgdBlock(got, x, sc24, 7<<24, 11)
+		qsgdBlock(got, x, sc24, 7<<24, 11, n > 1000)
 		if want := qsgdRef(x, sc24, 7<<24, 11); !reflect.DeepEqual(got, want) {
 			t.Fatalf("n=%d: qsgdBlock differs from qsgdRef", n)
 		}

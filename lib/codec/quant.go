@@ -246,15 +246,17 @@ func (c *terngrad) Params() map[string]any {
 }
 func (c *terngrad) Size(shape []int64) int64 { d, _ := numel(shape); return 2*packedLen(d) + 4 }
 func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
-	if err := checkInput(in); err != nil {
+	if err := checkShape(in); err != nil {
 		return nil, err
 	}
 	x := in.Data
 	n := len(x)
 	nb := int(packedLen(int64(n)))
-	var m uint32
-	for _, v := range x {
-		m = max(m, magKey(v))
+	// One pass for the scale and the NaN/Inf check: a NaN's or Inf's key
+	// is at least +Inf's.
+	m := maxMag(x, c.workers)
+	if m >= 0x7f800000 {
+		return nil, CheckFinite(in.Name, x)
 	}
 	s := math.Float32frombits(m)
 	if c.clip > 0 && n > 0 {
@@ -264,19 +266,9 @@ func (c *terngrad) Encode(in Input) (*wire.Compressed, error) {
 	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	if s > 0 {
 		inv := 1 / float64(s)
-		cs := chunks(n, workers(c.workers, n), 8)
+		cs := chunks(n, workers(c.workers, n), 16)
 		parallel(cs, func(_ int, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				v := x[i]
-				p := float32(math.Abs(float64(v)) * inv) // ≥ 1 beyond a clip: always sent
-				if rng.Unit24(rng.Draw(key, uint64(i))) < p {
-					if v > 0 {
-						b[i/8] |= 0x80 >> (i % 8)
-					} else {
-						b[nb+i/8] |= 0x80 >> (i % 8)
-					}
-				}
-			}
+			ternBits(b, nb, x, lo, hi, inv, key)
 		})
 	}
 	return frame(c, in, part("bits", wire.U8, b, int64(len(b))), part("scale", wire.F32, f32le(s), 1)), nil
@@ -287,7 +279,14 @@ func (c *terngrad) check(f *wire.Compressed) error {
 	}
 	b := f.Parts[0].Data
 	nb := len(b) / 2
-	for j := range nb {
+	// Eight bytes of each plane at a time; the byte only for the message.
+	j := 0
+	for ; j+8 <= nb; j += 8 {
+		if binary.LittleEndian.Uint64(b[j:])&binary.LittleEndian.Uint64(b[nb+j:]) != 0 {
+			break
+		}
+	}
+	for ; j < nb; j++ {
 		if b[j]&b[nb+j] != 0 {
 			return fmt.Errorf("part \"bits\": an element is both +1 and -1 at byte %d", j)
 		}
@@ -298,17 +297,10 @@ func (c *terngrad) decode(f *wire.Compressed, dst []float32) error {
 	s := f32at(f.Parts[1].Data, 0)
 	b := f.Parts[0].Data
 	nb := len(b) / 2
-	for i := range dst {
-		sh := byte(0x80) >> (i % 8)
-		switch {
-		case b[i/8]&sh != 0:
-			dst[i] = s
-		case b[nb+i/8]&sh != 0:
-			dst[i] = -s
-		default:
-			dst[i] = 0
-		}
-	}
+	cs := chunks(len(dst), workers(0, len(dst)), 16)
+	parallel(cs, func(_ int, lo, hi int) {
+		ternDecode(dst[lo:hi], b, nb, lo, s)
+	})
 	return nil
 }
 
@@ -365,7 +357,15 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	}
 	x := in.Data
 	n := len(x)
-	cs := chunks(n, workers(c.workers, n), 64)
+	// A large output buffer is allocated (and zeroed, by the runtime) while
+	// the norm pass reads x: the two share the memory bus better than
+	// they run one after the other. Not with one worker: --workers bounds
+	// the goroutines.
+	var codesCh chan []byte
+	if n >= streamMin && c.levels <= 127 && workersFor(c.workers) > 1 {
+		codesCh = make(chan []byte, 1)
+		go func() { codesCh <- allocBytes(n) }()
+	}
 	ss := sumInOrder(sumSquaresBlocks(x, c.workers))
 	if math.IsNaN(ss) || math.IsInf(ss, 0) {
 		// Squares of finite float32s cannot overflow a float64.
@@ -376,20 +376,21 @@ func (c *qsgd) Encode(in Input) (*wire.Compressed, error) {
 	if c.levels > 127 {
 		return c.encodeWide(in, x, norm, key), nil
 	}
-	codes := allocBytes(n)
+	var codes []byte
+	if codesCh != nil {
+		codes = <-codesCh
+	} else {
+		codes = allocBytes(n)
+	}
 	if norm > 0 {
 		sc24 := float32(float64(c.levels) / float64(norm) * (1 << 24))
 		maxT := uint32(c.levels) << 24
 		nb := (n + blockLen - 1) / blockLen
-		bcs := chunks(nb, max(1, min(workersFor(c.workers), nb)), 1)
-		parallel(bcs, func(_ int, lo, hi int) {
-			for k := lo; k < hi; k++ {
-				e := min((k+1)*blockLen, n)
-				qsgdBlock(codes[k*blockLen:e], x[k*blockLen:e], sc24, maxT, rng.Draw(key, uint64(k)))
-			}
+		parallelUnits(nb, workersFor(c.workers), func(k int) {
+			e := min((k+1)*blockLen, n)
+			qsgdBlock(codes[k*blockLen:e], x[k*blockLen:e], sc24, maxT, rng.Draw(key, uint64(k)), n >= streamMin)
 		})
 	}
-	_ = cs
 	return frame(c, in, part("norm", wire.F32, f32le(norm), 1), part("codes", wire.I8, codes, int64(n))), nil
 }
 
@@ -449,6 +450,9 @@ func (c *qsgd) check(f *wire.Compressed) error {
 	if err := checkParts(f, partSpec{"norm", wire.F32, 1}, partSpec{"codes", wire.I8, d}); err != nil {
 		return err
 	}
+	if int64(maxAbsI8(f.Parts[1].Data)) <= c.levels {
+		return nil
+	}
 	for j, b := range f.Parts[1].Data {
 		if q := int64(int8(b)); q > c.levels || q < -c.levels {
 			return fmt.Errorf("part \"codes\": code %d at %d is beyond ±%d levels", q, j, c.levels)
@@ -465,9 +469,11 @@ func (c *qsgd) decode(f *wire.Compressed, dst []float32) error {
 		}
 		return nil
 	}
-	for i, b := range f.Parts[1].Data {
-		dst[i] = u * float32(int8(b))
-	}
+	b := f.Parts[1].Data
+	cs := chunks(len(dst), workers(0, len(dst)), 64)
+	parallel(cs, func(_ int, lo, hi int) {
+		qsgdDecode(dst[lo:hi], b[lo:hi], u)
+	})
 	return nil
 }
 
@@ -492,8 +498,14 @@ func (c *half) Encode(in Input) (*wire.Compressed, error) {
 	b := allocBytes(2 * len(x))
 	cs := chunks(len(x), workers(c.workers, len(x)), 64)
 	kern := f16Into
+	if len(x) >= streamMin {
+		kern = f16IntoStream
+	}
 	if c.dt == wire.BF16 {
-		kern = bf16Fast
+		kern = bf16Into
+		if len(x) >= streamMin {
+			kern = bf16IntoStream
+		}
 	}
 	oks := make([]bool, len(cs))
 	parallel(cs, func(ci int, lo, hi int) {
@@ -527,6 +539,12 @@ func (c *half) decode(f *wire.Compressed, dst []float32) error {
 		})
 		return nil
 	}
+	if c.dt == wire.BF16 {
+		parallel(cs, func(_ int, lo, hi int) {
+			bf16Decode(dst[lo:hi], b[2*lo:2*hi])
+		})
+		return nil
+	}
 	parallel(cs, func(_ int, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			dst[i] = from(binary.LittleEndian.Uint16(b[2*i:]))
@@ -552,18 +570,22 @@ func (c *natural) Algo() string             { return "natural" }
 func (c *natural) Params() map[string]any   { return map[string]any{"seed": seedParam(c.seed)} }
 func (c *natural) Size(shape []int64) int64 { d, _ := numel(shape); return d }
 func (c *natural) Encode(in Input) (*wire.Compressed, error) {
-	if err := checkInput(in); err != nil {
+	if err := checkShape(in); err != nil {
 		return nil, err
 	}
 	x := in.Data
 	codes := allocBytes(len(x))
 	key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeRound)
 	cs := chunks(len(x), workers(c.workers, len(x)), 64)
-	parallel(cs, func(_ int, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			codes[i] = naturalCode(x[i], rng.Draw(key, uint64(i)))
-		}
+	oks := make([]bool, len(cs))
+	parallel(cs, func(ci int, lo, hi int) {
+		oks[ci] = naturalCodes(codes[lo:hi], x[lo:hi], lo, key)
 	})
+	for _, ok := range oks {
+		if !ok {
+			return nil, CheckFinite(in.Name, x)
+		}
+	}
 	return frame(c, in, part("codes", wire.U8, codes, int64(len(x)))), nil
 }
 

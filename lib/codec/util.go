@@ -64,6 +64,36 @@ func chunks(n, w, align int) [][2]int {
 	return out
 }
 
+// parallelUnits runs f(u) for every u in [0, n) on at most w goroutines
+// that take the units in turn from a shared counter, so that one that
+// starts late (its core busy with something else) still leaves the
+// others a fair share. f must not depend on which goroutine runs it.
+func parallelUnits(n, w int, f func(u int)) {
+	w = min(w, n)
+	if w <= 1 {
+		for u := range n {
+			f(u)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				u := int(next.Add(1)) - 1
+				if u >= n {
+					return
+				}
+				f(u)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // parallel runs f on every chunk, concurrently when there are several.
 func parallel(cs [][2]int, f func(c int, lo, hi int)) {
 	if len(cs) == 1 {
