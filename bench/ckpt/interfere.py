@@ -39,22 +39,28 @@ def main():
     ap.add_argument("--b", type=float, default=0.4)
     ap.add_argument("--warm", type=int, default=6)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--live", type=int, default=1, help="report comm ops to the agent as they happen (0: only the spans in the ticks)")
     o = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="tcp://" + o.master, rank=o.rank, world_size=o.world)
     grad = torch.ones(o.grad // 4)
     state = np.random.default_rng(o.rank).random(o.state // 8)
     agent = Agent(o.socket) if o.mode != "none" else None
-    iters, ars, stalls = [], [], []
+    iters, ars, stalls, windows = [], [], [], []
     comm = []
     for it in range(o.warm + o.iters):
         t0 = time.perf_counter()
         if agent:
             agent.tick(it, comm)
         time.sleep(o.a)
-        a0 = time.perf_counter()
+        live = agent is not None and o.mode in ("nopipe", "interleave") and o.live
+        if live:
+            agent.comm_begin()
+        a0, w0 = time.perf_counter(), time.time_ns()
         dist.all_reduce(grad)
-        a1 = time.perf_counter()
+        a1, w1 = time.perf_counter(), time.time_ns()
+        if live:
+            agent.comm_end()
         time.sleep(o.b)
         # The optimizer step is done: checkpoint this iteration's state (Gemini checkpoints at
         # the end of an iteration; its traffic goes into the next iteration's idle spans).
@@ -71,12 +77,13 @@ def main():
             iters.append(t1 - t0)
             ars.append(a1 - a0)
             stalls.append(stall)
+            windows.append((it, w0, w1))
     if agent:
         agent.wait(o.warm + o.iters)
     dist.barrier()
     print(json.dumps({"mode": o.mode, "rank": o.rank, "iter_s": statistics.mean(iters),
                       "allreduce_s": statistics.mean(ars), "stall_s": statistics.mean(stalls),
-                      "iters": len(iters), "grad": o.grad, "state": o.state, "a": o.a, "b": o.b}), flush=True)
+                      "iters": len(iters), "windows": windows, "grad": o.grad, "state": o.state, "a": o.a, "b": o.b}), flush=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@
 #
 # Environment: CKPT (default <repo>/bin/ckpt), OUT_DIR, GRAD (4194304), STATE (14680064),
 # A and B (0.4 s each), ITERS (10), WARM (6: online profiling of the idle spans runs over the
-# first 5), MODES.
+# first 5), MODES, LIVE (1: the trainers report each allreduce to their agent as it starts and
+# ends — `with agent.comm()` — so interleaved chunks pause during it; 0: ticks only, the
+# time-based schedule), TIMELINE (set: the agents write --timeline files to OUT_DIR/logs and
+# bench/ckpt/timeline.py prints the checkpoint bytes on the links during each allreduce).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 if [ "${TW_CKPT_LOCKED:-}" != 1 ]; then
@@ -45,7 +48,8 @@ for mode in $MODES; do
     esac
     for i in $(seq 0 $((N-1))); do
       rm -f "$WORK/s$i"
-      "$CL" exec "$i" "$CKPT" agent --rank "$i" --world "$N" --run-id interfere --peers "$PEERS" \
+      tl=(); if [ -n "${TIMELINE:-}" ]; then rm -f "$OUT_DIR/logs/ckpt-timeline-$mode-$i.jsonl"; tl=(--timeline "$OUT_DIR/logs/ckpt-timeline-$mode-$i.jsonl"); fi
+      "$CL" exec "$i" "$CKPT" agent "${tl[@]}" --rank "$i" --world "$N" --run-id interfere --peers "$PEERS" \
         --socket "$WORK/s$i" --m 2 --timeout 60s "${extra[@]}" >"$OUT_DIR/logs/ckpt-interfere-$mode-$i.log" 2>&1 &
       AG+=($!)
     done
@@ -55,7 +59,7 @@ for mode in $MODES; do
   MPORT=$((29800 + RANDOM % 100))
   for i in $(seq 0 $((N-1))); do
     "$CL" exec "$i" env GLOO_SOCKET_IFNAME=eth0 timeout 300 $PY "$ROOT/bench/ckpt/interfere.py" --rank "$i" --world "$N" --master "$("$CL" addr 0):$MPORT" \
-      --socket "$WORK/s$i" --mode "$mode" --grad "$GRAD" --state "$STATE" --a "$A" --b "$B" --iters "$ITERS" --warm "$WARM" \
+      --socket "$WORK/s$i" --mode "$mode" --grad "$GRAD" --state "$STATE" --a "$A" --b "$B" --iters "$ITERS" --warm "$WARM" --live "${LIVE:-1}" \
       >"$WORK/out-$mode-$i.json" 2>"$OUT_DIR/logs/ckpt-interfere-$mode-trainer-$i.log" &
     TP+=($!)
   done
@@ -80,3 +84,6 @@ for m in ("none", "blocking", "async", "nopipe", "interleave"):
     d = "%+.1f%%" % (100 * (it / base - 1)) if base else "-"
     print("%-11s %10.1f %10s %12.1f %10.1f" % (m, it * 1e3, d, ar * 1e3, st * 1e3))
 PYEOF
+if [ -n "${TIMELINE:-}" ]; then
+  $PY "$ROOT/bench/ckpt/timeline.py" "$RES" "$OUT_DIR/logs" "$(awk -v r="$RATE" 'BEGIN{ n=r+0; u=substr(r, length(n "")+1); m=(u=="gbit")?1e9/8:(u=="mbit")?1e6/8:1e3/8; printf "%.0f", n*m }')"
+fi

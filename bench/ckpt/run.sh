@@ -7,7 +7,8 @@
 # 1. save stall seen by the trainer: torch.save to local disk + fsync, against ckpt's
 #    shared-memory hand-over (begin, one memcpy into the agent's memfd buffer, commit);
 # 2. time to global commit (replication to the peer, CRC32C per chunk, digest per shard) and the
-#    replication throughput it implies, against a raw loopback TCP stream of the same bytes;
+#    replication throughput it implies, against raw loopback TCP streams of the same bytes (one
+#    alone, and WORLD at once: the fair limit, as every rank replicates at the same time);
 # 3. restore from local memory and, after kill -9 of rank 1's agent and a fresh replacement,
 #    from peer memory, against torch.load of the same state (from the page cache).
 #
@@ -68,26 +69,39 @@ done
 for p in "${TP[@]}"; do wait "$p"; done
 cat "$WORK"/out-*.json >>"$RES"
 
-# A raw TCP stream of the same bytes on loopback: the link limit replication runs against.
-$PY - "$STATE" >>"$RES" <<'PYEOF'
+# Raw TCP streams of the same bytes on loopback: the link limit replication runs against — one
+# stream alone, and WORLD streams at once (what the agents do: every rank sends its shard while it
+# receives a peer's, on the same cores).
+$PY - "$STATE" "$WORLD" >>"$RES" <<'PYEOF'
 import json, socket, sys, threading, time
-sys.path.insert(0, __import__("os").path.dirname(__file__))
 def size(s):
     u = s.upper()
     for suf, m in (("GIB", 1 << 30), ("MIB", 1 << 20), ("GB", 10**9), ("MB", 10**6)):
         if u.endswith(suf): return int(float(u[:-len(suf)]) * m)
     return int(u)
-n = size(sys.argv[1]); buf = bytearray(n)
-l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
-def sink():
-    c, _ = l.accept(); v = memoryview(bytearray(1 << 22)); got = 0
-    while got < n:
-        k = c.recv_into(v); got += k
-        if not k: break
-    c.close()
-th = threading.Thread(target=sink); th.start()
-s = socket.create_connection(l.getsockname()); t0 = time.perf_counter(); s.sendall(buf); s.close(); th.join()
-print(json.dumps({"kind": "tcp_stream", "bytes": n, "s": time.perf_counter() - t0}))
+n = size(sys.argv[1]); k = int(sys.argv[2]); buf = bytearray(n)
+def run(streams):
+    ls, ths = [], []
+    for _ in range(streams):
+        l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1); ls.append(l)
+    def sink(l):
+        c, _ = l.accept(); v = memoryview(bytearray(1 << 22)); got = 0
+        while got < n:
+            r = c.recv_into(v); got += r
+            if not r: break
+        c.close()
+    def src(l):
+        s = socket.create_connection(l.getsockname()); s.sendall(buf); s.close()
+    for l in ls:
+        ths.append(threading.Thread(target=sink, args=(l,)))
+    for t in ths: t.start()
+    t0 = time.perf_counter()
+    snd = [threading.Thread(target=src, args=(l,)) for l in ls]
+    for t in snd: t.start()
+    for t in snd + ths: t.join()
+    return time.perf_counter() - t0
+print(json.dumps({"kind": "tcp_stream", "bytes": n, "s": run(1)}))
+print(json.dumps({"kind": "tcp_streams", "streams": k, "bytes": n, "s": run(k)}))
 PYEOF
 
 # Rank 1's agent dies; a fresh one takes rank 1 and restores from rank 0's memory.

@@ -33,6 +33,11 @@ if ts and cs:
         lim = tcp[0]["bytes"] / tcp[0]["s"]
         line += " (all %d ranks at once); one raw loopback TCP stream alone: %.0f MB/s -> %.0f%%" % (len(cs), lim / MB, 100 * thr / lim)
     print(line)
+    tcps = by.get("tcp_streams")
+    if tcps:
+        lim = tcps[0]["bytes"] / tcps[0]["s"]
+        print("  %d raw loopback TCP streams at once (Python, sendall/recv_into, no checksums): %.0f MB/s each -> replication at %.0f%% of it" % (
+            tcps[0]["streams"], lim / MB, 100 * thr / lim))
 for kind, what in (("restore_local", "local memory"), ("restore_peer", "peer memory")):
     rs = by.get(kind, [])
     if rs:

@@ -64,7 +64,7 @@ type AgentCmd struct {
 	Timeout      time.Duration `help:"Deadline for every connect, read and write between agents." default:"30s" env:"TRAINWIRE_TIMEOUT"`
 	CommitWait   time.Duration `help:"How long a save waits for the previous checkpoint's global commit before refusing." default:"60s" env:"TRAINWIRE_CKPT_COMMIT_WAIT"`
 	Retries      int           `help:"Retries of a failed replication (e.g. a corrupt chunk) before the iteration is abandoned." default:"2" env:"TRAINWIRE_CKPT_RETRIES"`
-	Interleave   bool          `help:"Schedule replication into the training traffic's idle spans (Algorithm 6.2): the trainer ticks each iteration; spans from --spans, --trace, or profiled online from the ticks."`
+	Interleave   bool          `help:"Schedule replication into the training traffic's idle spans (Algorithm 6.2): the trainer ticks each iteration and reports its comm ops as they start and end (no checkpoint byte is written during one; span k opens when the k-th op ends); spans from --spans, --trace, or profiled online from the ticks."`
 	Spans        []string      `help:"With --interleave: the idle spans of one iteration as START:LEN in seconds from the iteration's start (e.g. 0:0.05,0.12:0.3)."`
 	Trace        string        `help:"With --interleave: derive the idle spans from a trainwire event stream (comm spans busy, ProfilerStep* iterations)." type:"path"`
 	ProfileIters int           `help:"With --interleave and no spans given: iterations profiled online before checkpoints are interleaved (thesis: 20)." default:"20"`
@@ -76,6 +76,7 @@ type AgentCmd struct {
 	Machine      string        `help:"With --etcd: this machine's identity (default: hostname and boot id); a rank back on the same machine is a software failure." env:"TRAINWIRE_CKPT_MACHINE"`
 	HeartbeatTTL time.Duration `help:"With --etcd: the heartbeat lease's TTL (failure detection takes about this long)." default:"3s" env:"TRAINWIRE_CKPT_HEARTBEAT_TTL"`
 	Grace        time.Duration `help:"With --etcd: how long the root waits for a vanished rank to come back before calling it a hardware failure (0: the TTL)." default:"0s" env:"TRAINWIRE_CKPT_GRACE"`
+	Timeline     string        `help:"Append one JSON line per tick and per replication chunk sent or received (absolute times, Unix ns) to this file: the checkpoint traffic's timeline (bench/ckpt/timeline.py lays it against the trainer's)." env:"TRAINWIRE_CKPT_TIMELINE" type:"path"`
 	Pace         string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
 }
 
@@ -108,6 +109,14 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	}
 	if cfg.Run == "" {
 		cfg.Run = "default"
+	}
+	if c.Timeline != "" {
+		f, err := os.OpenFile(c.Timeline, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--timeline: %w", err)
+		}
+		defer f.Close()
+		cfg.Timeline = f
 	}
 	if c.Interleave {
 		il, err := c.interleave(rio)

@@ -3,6 +3,7 @@
 Needs the ckpt binary: $TRAINWIRE_BIN/ckpt or <repo>/bin/ckpt; skipped when it is missing unless
 TRAINWIRE_REQUIRE_PYTHON=1.
 """
+import json
 import os
 import shutil
 import socket
@@ -112,6 +113,75 @@ class CkptAgentTest(unittest.TestCase):
         s.settimeout(10)
         self.assertIn(b"bad_input", s.recv(4096))
         s.close()
+
+
+class TestInterleave(unittest.TestCase):
+    """Agents with --interleave: the trainer ticks and reports its comm ops (comm_begin/comm_end,
+    no answer awaited); the request/answer stream stays in step and every checkpoint commits."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bin = _binary()
+        if cls.bin is None:
+            if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
+                raise RuntimeError("ckpt binary not built (make build)")
+            raise unittest.SkipTest("ckpt binary not built")
+        cls.dir = tempfile.mkdtemp()
+        peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
+        cls.procs = []
+        for r in range(2):
+            cls.procs.append(subprocess.Popen(
+                [cls.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", "pyil", "--peers", peers,
+                 "--socket", os.path.join(cls.dir, "s%d" % r), "--m", "2", "--buffer", "256KiB", "--memory", "64MiB",
+                 "--interleave", "--spans", "0:0.05,0.08:0.05", "--bandwidth", "200MB",
+                 "--timeline", os.path.join(cls.dir, "tl%d.jsonl" % r)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for r in range(2):
+            path = os.path.join(cls.dir, "s%d" % r)
+            for _ in range(400):
+                if os.path.exists(path):
+                    break
+                time.sleep(0.025)
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_ticks_comm_and_commit(self):
+        agents = [Agent(os.path.join(self.dir, "s%d" % r)) for r in range(2)]
+        states = [np.arange(200000, dtype=np.float32) + r for r in range(2)]
+        for it in range(4):
+            for a in agents:
+                a.tick(it, [(0.05, 0.08)] if it else ())
+            time.sleep(0.02)
+            for a in agents:
+                a.comm_begin()
+            time.sleep(0.02)
+            for a in agents:
+                a.comm_end()
+            if it:
+                for r, a in enumerate(agents):
+                    a.save_shm(it, [states[r] + it])
+        for a in agents:  # the next iteration starts: iteration 3's chunks go into its spans
+            a.tick(4, [(0.05, 0.08)])
+        for a in agents:
+            self.assertGreaterEqual(a.wait(3), 3)
+        got = {}
+        it, src = agents[1].restore_shm(lambda b: got.setdefault("b", bytes(b)))
+        self.assertEqual((it, src), (3, "local"))
+        self.assertEqual(got["b"], (states[1] + 3).tobytes())
+        for a in agents:
+            a.close()
+        # The agents saw the comm ops (the timeline has them) and sent chunks.
+        evs = []
+        for r in range(2):
+            with open(os.path.join(self.dir, "tl%d.jsonl" % r)) as f:
+                evs += [json.loads(l) for l in f]
+        self.assertTrue(any(e["ev"] == "comm" and e["phase"] == "begin" for e in evs))
+        self.assertTrue(any(e["ev"] == "send" for e in evs))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ it in the background.
     a.save_shm(it, [t.numpy() for t in model.state_dict().values()])   # stall: one memcpy
     a.wait(it)                                                          # optional: global commit
     it, src = a.restore_shm(lambda buf: ...)                            # buf: memoryview
+
+With `ckpt agent --interleave`, tick at every iteration's start and wrap the training
+communication so the agent keeps checkpoint traffic out of it (Algorithm 6.2's idle spans):
+
+    a.tick(it, comm_spans_of_previous_iteration)
+    with a.comm():
+        dist.all_reduce(grad)
 """
 
 import io
@@ -90,7 +97,10 @@ class Agent:
                 m[0].close()
             fd = os.open(path, os.O_RDWR if write else os.O_RDONLY)
             try:
-                mm = mmap.mmap(fd, size, prot=mmap.PROT_READ | (mmap.PROT_WRITE if write else 0))
+                # MAP_POPULATE: the page tables of the agent's (already allocated) buffer are set
+                # up in one call instead of one fault per 4 KiB page during the copy.
+                mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                               prot=mmap.PROT_READ | (mmap.PROT_WRITE if write else 0))
             finally:
                 os.close(fd)
             m = (mm, size)
@@ -136,6 +146,39 @@ class Agent:
         self.send({"op": "tick", "iter": it}, frames)
         self.recv()
 
+    def comm_begin(self):
+        """Tells the agent a training communication op (allreduce, all-gather, ...) starts now:
+        with --interleave it writes no checkpoint byte until comm_end. No answer is awaited (one
+        write on the socket); the agent also uses the spans the ticks report to size its chunks."""
+        self._comm("begin")
+
+    def comm_end(self):
+        """Tells the agent the training communication op that comm_begin announced is over."""
+        self._comm("end")
+
+    def comm(self):
+        """Context manager around a training communication op: `with agent.comm(): all_reduce(g)`."""
+        agent = self
+
+        class _Comm:
+            def __enter__(self):
+                agent.comm_begin()
+
+            def __exit__(self, *exc):
+                agent.comm_end()
+                return False
+        return _Comm()
+
+    def _comm(self, phase):
+        cache = self.__dict__.setdefault("_comm_msgs", {})
+        b = cache.get(phase)
+        if b is None:
+            buf = io.BytesIO()
+            w = wire.Writer(buf, "python/ckpt", {"op": "comm", "phase": phase})
+            w.close()
+            b = cache[phase] = bytes(buf.getbuffer())
+        self.s.sendall(b)
+
     def wait(self, it, timeout="120s"):
         self.send({"op": "wait", "iter": it, "wait": timeout})
         return int(self.recv()[0]["committed"])
@@ -153,7 +196,7 @@ class Agent:
         if size:
             fd = os.open(m["path"], os.O_RDONLY)
             try:
-                mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+                mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
             try:

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -61,7 +62,11 @@ type Config struct {
 	// falls back to its latest catalogued iteration when CPU memory cannot
 	// serve every rank.
 	Persistent string
-	Log        *slog.Logger
+	// Timeline, if set, receives one JSON line per tick and per chunk
+	// sent or received, with absolute times (Unix ns): the replication
+	// traffic's timeline, to lay against the trainer's.
+	Timeline io.Writer
+	Log      *slog.Logger
 }
 
 // Agent is one rank's agent.
@@ -82,6 +87,7 @@ type Agent struct {
 	ownErr    error
 	stats     Stats
 	tick      ticker
+	tl        *timeline
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -128,6 +134,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 128 << 20
 	}
+	if cfg.Buffer/int64(cfg.Parts) > 1<<30 {
+		return nil, fmt.Errorf("agent: chunks of R/p = %d bytes (--buffer %d, --parts %d): at most 1 GiB per chunk", cfg.Buffer/int64(cfg.Parts), cfg.Buffer, cfg.Parts)
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
@@ -141,6 +150,12 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Run = "ckpt"
 	}
 	a := &Agent{cfg: cfg, place: p, log: cfg.Log, done: map[int64]map[int]bool{}, ownIter: -1}
+	if cfg.Timeline != nil {
+		a.tl = &timeline{w: cfg.Timeline}
+	}
+	if il := cfg.Interleave; il != nil && len(il.Starts) > 0 && il.Starts[0] > 1e-3 {
+		a.tick.lead = 1 // the given iteration starts with a comm op: span k follows op k+1
+	}
 	a.st = store.New(fmt.Sprintf("ckpt-%s-%d", cfg.Run, cfg.Rank), cfg.Memory)
 	chunk := cfg.Buffer / int64(cfg.Parts)
 	// Frames on agent links: chunks of at most R/p; a trainer's dense

@@ -71,3 +71,32 @@ func FuzzTrainerSocket(f *testing.F) {
 		a.st.Unpin(v)
 	})
 }
+
+// FuzzRawHeader: the chunk-record header decoder never panics, never
+// accepts a length beyond R/p or the shard, and accepts every header the
+// writer produces.
+func FuzzRawHeader(f *testing.F) {
+	var b [rawHdrLen]byte
+	putRawHeader(b[:], false, 4096, 0, 10000, 7)
+	f.Add(b[:], int64(0), int64(10000), int64(8192))
+	putRawHeader(b[:], true, 0, 10000, 10000, 0)
+	f.Add(b[:], int64(10000), int64(10000), int64(8192))
+	f.Add([]byte("TWCK\xff\xff\xff\xff"), int64(0), int64(1), int64(1))
+	f.Fuzz(func(t *testing.T, in []byte, next, total, limit int64) {
+		if next < 0 || total < next || limit < 1 {
+			return
+		}
+		h, err := parseRawHeader(in, next, total, limit)
+		if err != nil {
+			return
+		}
+		if h.off != next || h.n < 0 || h.n > limit || h.off+h.n > total || (h.end && (h.n != 0 || next != total)) {
+			t.Fatalf("accepted a bad header: %+v (next %d total %d limit %d)", h, next, total, limit)
+		}
+		var out [rawHdrLen]byte
+		putRawHeader(out[:], h.end, h.n, h.off, h.total, h.crc)
+		if string(out[:]) != string(in[:rawHdrLen]) {
+			t.Fatalf("header does not round-trip")
+		}
+	})
+}

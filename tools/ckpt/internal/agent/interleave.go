@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ type Interleave struct {
 	Bandwidth, Alpha, Mu float64
 }
 
-// ticker is the trainer's iteration clock as the agent sees it.
+// ticker is the trainer's iteration clock and its training traffic as
+// the agent sees them: ticks at every iteration's start, and (when the
+// trainer reports them live) the start and end of every communication op.
 type ticker struct {
 	mu    sync.Mutex
 	last  time.Time
@@ -35,46 +38,194 @@ type ticker struct {
 	next  chan struct{} // closed at the next tick
 	iters [][]sched.Interval
 	prof  *sched.Profile
+	// lead is 1 when the profiled iterations start with a busy span (the
+	// first idle span follows the first communication op), else 0.
+	lead int
+
+	// Live training traffic (the trainer's comm begin/end messages).
+	live      bool      // the trainer reports its comm ops as they happen
+	busy      int       // comm ops under way
+	ends      int       // busy → idle transitions since the last tick
+	idleSince time.Time // when the current idle span began (tick or the last comm's end)
+	changed   chan struct{}
 }
 
 func (t *ticker) init() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.initLocked()
+}
+
+func (t *ticker) initLocked() {
 	if t.next == nil {
 		t.next = make(chan struct{})
 	}
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+}
+
+// notifyLocked wakes every waiter on the ticker's state.
+func (t *ticker) notifyLocked() {
+	t.initLocked()
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
 
 // base returns the start of the iteration whose idle spans a replication
-// starting now goes into: the current one while its first span (start
-// plus μ·length) is still ahead or under way, else the next one (waiting
-// up to d for its tick; now if none comes).
-func (t *ticker) base(ctx context.Context, firstEnd time.Duration, d time.Duration) time.Time {
+// starting now goes into, and its tick number: the current one while its
+// first span (start plus μ·length) is still ahead or under way, else the
+// next one (waiting up to d for its tick; now if none comes).
+func (t *ticker) base(ctx context.Context, firstEnd time.Duration, d time.Duration) (time.Time, int64) {
 	t.init()
 	t.mu.Lock()
-	last := t.last
+	last, seq := t.last, t.seq
 	t.mu.Unlock()
 	if !last.IsZero() && time.Since(last) < firstEnd {
-		return last
+		return last, seq
 	}
 	return t.waitNext(ctx, d)
 }
 
-// waitNext returns the time of the next tick, or now after d.
-func (t *ticker) waitNext(ctx context.Context, d time.Duration) time.Time {
+// waitNext returns the time of the next tick and its number, or the zero
+// time after d.
+func (t *ticker) waitNext(ctx context.Context, d time.Duration) (time.Time, int64) {
 	t.init()
 	t.mu.Lock()
-	ch := t.next
+	ch, seq := t.next, t.seq
 	t.mu.Unlock()
 	select {
 	case <-ch:
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		return t.last
+		return t.last, t.seq
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	return time.Now()
+	return time.Time{}, seq + 1 // no tick came (training over?): no schedule
+}
+
+// comm records a training communication op starting (begin) or ending.
+func (t *ticker) comm(begin bool, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.live = true
+	if begin {
+		t.busy++
+	} else if t.busy > 0 {
+		t.busy--
+		if t.busy == 0 {
+			t.ends++
+			t.idleSince = now
+		}
+	}
+	t.notifyLocked()
+}
+
+// waitSpan blocks until idle span k of iteration seq has begun (the
+// iteration's k-th comm op, k+1-th if it starts with one, has ended) and
+// no training communication is under way; if the trainer does not report
+// its comm ops live, until the planned absolute time. It gives up waiting
+// after max (the trainer stopped, or lost a message) and returns
+// errGaveUp: better late than never, the next save is waiting.
+func (t *ticker) waitSpan(ctx context.Context, seq int64, k int, planned time.Time, max time.Duration) error {
+	give := time.Now().Add(max)
+	for {
+		t.mu.Lock()
+		t.initLocked()
+		live, ch := t.live, t.changed
+		var at time.Time
+		ready := false
+		after := k + t.lead
+		switch {
+		case !live:
+			at, ready = planned, true
+		case t.busy > 0:
+		case t.seq > seq || (t.seq == seq && t.ends > after):
+			// Late: this span is over, send at once (between comm ops).
+			at, ready = time.Now(), true
+		case t.seq == seq && t.ends == after:
+			// The span is open: its chunks go back to back, as fast as
+			// the (small) socket buffer drains into the link — they were
+			// sized to fit μ·t at B, and finishing early leaves slack for
+			// the next op's jitter.
+			at, ready = t.idleSince, true
+		}
+		t.mu.Unlock()
+		if ready { // live: now; not live: the planned time
+			return sleepUntil(ctx, at)
+		}
+		if time.Now().After(give) {
+			return errGaveUp
+		}
+		tm := time.NewTimer(time.Until(give))
+		select {
+		case <-ch:
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+		tm.Stop()
+	}
+}
+
+// errGaveUp: the span a chunk waited for did not come in time.
+var errGaveUp = errors.New("the idle span did not come")
+
+// gate blocks while a training communication op is under way (up to max:
+// a trainer that died mid-op must not stall replication for ever).
+func (t *ticker) gate(ctx context.Context, max time.Duration) error {
+	var give time.Time
+	for {
+		t.mu.Lock()
+		t.initLocked()
+		busy, ch := t.live && t.busy > 0, t.changed
+		t.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		if give.IsZero() {
+			give = time.Now().Add(max)
+		}
+		d := time.Until(give)
+		if d <= 0 {
+			return nil
+		}
+		tm := time.NewTimer(d)
+		select {
+		case <-ch:
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+		tm.Stop()
+	}
+}
+
+// trainerComm records a training communication op's start or end, as it
+// happens (op comm, phase begin|end). It has no answer: the trainer's
+// critical path pays one write on a Unix socket.
+func (a *Agent) trainerComm(cn *conn, meta map[string]string) error {
+	if _, err := cn.rest(); err != nil {
+		return err
+	}
+	now := time.Now()
+	switch meta["phase"] {
+	case "begin":
+		a.tick.comm(true, now)
+	case "end":
+		a.tick.comm(false, now)
+	default:
+		// comm has no answer, so a refusal cannot pair with a request:
+		// say why, then close the connection.
+		err := fmt.Errorf("comm: phase %q, want begin or end", meta["phase"])
+		_ = cn.sendError("bad_input", err)
+		return err
+	}
+	a.tl.event("comm", a.cfg.Rank, "phase", fmt.Sprintf("%q", meta["phase"]), "t", now)
+	return nil
 }
 
 // trainerTick records the start of an iteration; its event frames are the
@@ -92,14 +243,17 @@ func (a *Agent) trainerTick(cn *conn, meta map[string]string) error {
 // recordTick notes an iteration's start and profiles the previous one.
 func (a *Agent) recordTick(frames []wire.Frame) {
 	now := time.Now()
+	a.tl.event("tick", a.cfg.Rank, "t", now)
 	t := &a.tick
 	t.init()
 	t.mu.Lock()
 	prev := t.last
 	t.last = now
 	t.seq++
+	t.ends, t.idleSince = 0, now
 	close(t.next)
 	t.next = make(chan struct{})
+	t.notifyLocked()
 	il := a.cfg.Interleave
 	var done *sched.Profile
 	if il != nil && len(il.Spans) == 0 && t.prof == nil && !prev.IsZero() {
@@ -113,6 +267,12 @@ func (a *Agent) recordTick(frames []wire.Frame) {
 		if len(t.iters) >= max(il.ProfileIters, 1) {
 			if p, err := sched.AverageIntervals(t.iters); err == nil {
 				t.prof, done = p, p
+				// Does the iteration start with a comm op? (Then idle span k
+				// follows the (k+1)-th one.)
+				t.lead = 0
+				if len(p.Starts) > 0 && p.Starts[0] > 1e-3 {
+					t.lead = 1
+				}
 			}
 		}
 	}
@@ -156,6 +316,8 @@ func (a *Agent) spans() (starts, lens []float64) {
 type piece struct {
 	off, size int64
 	at        time.Duration
+	// span is the idle span the chunk goes into (-1: none).
+	span int
 }
 
 // plan cuts a shard of size bytes for destination index dest: by
@@ -184,7 +346,7 @@ func (a *Agent) plan(size int64, dest int) []piece {
 				at := time.Duration((start + used[c.Span]) * float64(time.Second))
 				used[c.Span] += il.Alpha + float64(c.Size)/il.Bandwidth
 				if c.Dest == dest {
-					out = append(out, piece{off: c.Offset, size: c.Size, at: at})
+					out = append(out, piece{off: c.Offset, size: c.Size, at: at, span: c.Span})
 				}
 			}
 			return out
@@ -193,10 +355,7 @@ func (a *Agent) plan(size int64, dest int) []piece {
 	}
 	var out []piece
 	for off := int64(0); off < size; off += chunk {
-		out = append(out, piece{off: off, size: min(chunk, size-off), at: -1})
-	}
-	if size == 0 {
-		out = append(out, piece{at: -1})
+		out = append(out, piece{off: off, size: min(chunk, size-off), at: -1, span: -1})
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 package agent
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -60,3 +64,122 @@ func TestPlanAndOnlineProfile(t *testing.T) {
 		t.Fatalf("%d bytes in the first span, want ≈ 4.3 MiB", first)
 	}
 }
+
+// Live training traffic (C-RP-5): while the trainer reports a comm op under
+// way, the gate holds checkpoint bytes back; a chunk planned for idle span
+// k waits until the k-th comm op of the iteration has ended.
+func TestLiveCommGate(t *testing.T) {
+	var tk ticker
+	tk.comm(true, time.Now()) // live from now on; a comm op runs
+	ctx := t.Context()
+	released := make(chan error, 1)
+	go func() { released <- tk.gate(ctx, time.Minute) }()
+	select {
+	case err := <-released:
+		t.Fatalf("the gate let bytes through during a comm op (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	tk.comm(false, time.Now())
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gate stayed shut after the comm op ended")
+	}
+
+	// A new iteration (tick 1): span 0 is open at once, span 1 only after
+	// the first comm op ends.
+	tk.mu.Lock()
+	tk.seq, tk.ends, tk.idleSince = 1, 0, time.Now()
+	tk.notifyLocked()
+	tk.mu.Unlock()
+	if err := tk.waitSpan(ctx, 1, 0, time.Time{}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	span1 := make(chan error, 1)
+	go func() { span1 <- tk.waitSpan(ctx, 1, 1, time.Time{}, time.Minute) }()
+	tk.comm(true, time.Now())
+	select {
+	case err := <-span1:
+		t.Fatalf("span 1 opened before the comm op ended (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	tk.comm(false, time.Now())
+	select {
+	case err := <-span1:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("span 1 never opened")
+	}
+	// A trainer that stops ticking: the wait gives up (errGaveUp) instead
+	// of holding the replication for ever.
+	if err := tk.waitSpan(ctx, 5, 0, time.Time{}, 20*time.Millisecond); err != errGaveUp {
+		t.Fatalf("waiting for a tick that never comes: %v, want errGaveUp", err)
+	}
+}
+
+// The raw chunk path: what the writer sends, the reader accepts into its
+// destination with the right digest; a flipped data byte or header byte is
+// caught (errRawCRC), and nothing beyond the destination is written.
+func TestRawChunks(t *testing.T) {
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	want, _ := hashGrid(data, 1<<20)
+	for _, flip := range []int{-1, 100, rawHdrLen + 5000, 2*(rawHdrLen+1<<20) + 7} {
+		cl, sv := net.Pipe()
+		var wbuf bytes.Buffer
+		go func() {
+			defer cl.Close()
+			rw := &rawWriter{cn: &conn{c: cl, bw: bufio.NewWriter(cl), timeout: time.Minute}}
+			// Write into a buffer first, flip one byte, then send.
+			rw.cn.c = &recordConn{Conn: cl, w: &wbuf}
+			for off := int64(0); off < int64(len(data)); off += 1 << 20 {
+				n := min(1<<20, int64(len(data))-off)
+				if err := rw.chunk(off, int64(len(data)), data[off:off+n], -1, nil, 0); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := rw.end(int64(len(data)), int64(len(data))); err != nil {
+				t.Error(err)
+				return
+			}
+			b := wbuf.Bytes()
+			if flip >= 0 {
+				b[flip] ^= 0x10
+			}
+			_, _ = cl.Write(b)
+		}()
+		dst := make([]byte, len(data)+16)
+		rr := &rawReader{cn: &conn{c: sv, br: bufio.NewReaderSize(sv, 1<<16), timeout: time.Minute, who: "rank 9"}, dst: dst[:len(data)], limit: 1 << 20}
+		err := rr.Read()
+		sv.Close()
+		switch {
+		case flip < 0 && err != nil:
+			t.Fatalf("clean stream: %v", err)
+		case flip < 0 && (rr.Sum != want || !bytes.Equal(dst[:len(data)], data)):
+			t.Fatal("clean stream: wrong bytes or digest")
+		case flip >= 0 && !errors.Is(err, errRawCRC):
+			t.Fatalf("byte %d flipped: %v, want a CRC32C mismatch", flip, err)
+		}
+		for _, b := range dst[len(data):] {
+			if b != 0 {
+				t.Fatal("the reader wrote past its destination")
+			}
+		}
+	}
+}
+
+// recordConn captures writes instead of sending them.
+type recordConn struct {
+	net.Conn
+	w *bytes.Buffer
+}
+
+func (c *recordConn) Write(b []byte) (int, error) { return c.w.Write(b) }

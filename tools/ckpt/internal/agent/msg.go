@@ -50,6 +50,7 @@ const (
 type conn struct {
 	c       net.Conn
 	r       *wire.Reader
+	br      *bufio.Reader // under r: raw chunk records are read from it between messages
 	bw      *bufio.Writer
 	timeout time.Duration
 	// who names the other side in errors ("rank 2", "trainer").
@@ -57,7 +58,8 @@ type conn struct {
 }
 
 func newConn(c net.Conn, lim wire.Limits, timeout time.Duration, who string) *conn {
-	return &conn{c: c, r: wire.NewReader(c, lim), bw: bufio.NewWriterSize(c, 1<<20), timeout: timeout, who: who}
+	br := bufio.NewReaderSize(c, 1<<16)
+	return &conn{c: c, r: wire.NewReader(br, lim), br: br, bw: bufio.NewWriterSize(c, 1<<20), timeout: timeout, who: who}
 }
 
 func (c *conn) Close() error { return c.c.Close() }

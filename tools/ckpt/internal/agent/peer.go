@@ -17,7 +17,10 @@ import (
 const authKind = "ckpt"
 
 // dial connects to rank to and proves the job token.
-func (a *Agent) dial(ctx context.Context, to int) (*conn, error) {
+func (a *Agent) dial(ctx context.Context, to int) (*conn, error) { return a.dialBuf(ctx, to, 4<<20) }
+
+// dialBuf is dial with a socket send buffer of sndbuf bytes.
+func (a *Agent) dialBuf(ctx context.Context, to int, sndbuf int) (*conn, error) {
 	addr := a.cfg.Peers[to]
 	d := net.Dialer{Timeout: a.cfg.Timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -25,7 +28,7 @@ func (a *Agent) dial(ctx context.Context, to int) (*conn, error) {
 		return nil, fmt.Errorf("rank %d (%s): connect: %w", to, addr, err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4 << 20)
+		_ = tc.SetWriteBuffer(sndbuf)
 		_ = tc.SetReadBuffer(4 << 20)
 	}
 	if _, err := mesh.AuthClient(c, a.cfg.Token, mesh.AuthHello{Kind: authKind, Run: a.cfg.Run, From: a.cfg.Rank, To: to, World: a.cfg.World}, time.Now().Add(a.cfg.Timeout)); err != nil {
@@ -187,76 +190,25 @@ func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
 		fail(err)
 		return
 	}
-	// Pipelining: the reader stages chunks, the copier moves them into the
-	// version and returns a credit per chunk.
-	staged := make(chan *wire.Chunk, a.cfg.Parts)
-	copyErr := make(chan error, 1)
-	go func() {
-		data := v.Data()
-		var err error
-		for ch := range staged {
-			if err != nil {
-				continue
-			}
-			copy(data[ch.Offset:], ch.Data)
-			err = credit(1)
+	// Chunks arrive straight into the version (R/p windows of it stand for
+	// the sub-buffers), are checked slice by slice as they arrive (CRC32C
+	// and the shard's XXH3), and each chunk's credit goes back once it
+	// passed; the sender has p chunks in flight meanwhile (pipelining).
+	rr := &rawReader{cn: cn, dst: v.Data(), limit: a.Chunk(),
+		verified: func(off, n int64) error { return credit(1) },
+		onRecv: func(off, n int64) {
+			atomic.AddInt64(&a.stats.BytesReceived, n)
+			atomic.AddInt64(&a.stats.ChunksRecv, 1)
+			a.tl.event("recv", a.cfg.Rank, "from", from, "iter", iter, "off", off, "size", n, "t1", time.Now())
+		}}
+	if rerr := rr.Read(); rerr != nil {
+		if errors.Is(rerr, errRawCRC) {
+			atomic.AddInt64(&a.stats.CRCFailures, 1)
 		}
-		copyErr <- err
-	}()
-	var next int64
-	var rerr error
-	limit := a.Chunk()
-	if cm, err := cn.header(a.cfg.Timeout); err != nil {
-		rerr = err
-	} else if cm[kOp] != "chunks" {
-		rerr = fmt.Errorf("expected the chunks of the replica, got %q", cm[kOp])
-	}
-	for rerr == nil {
-		f, err := cn.next()
-		if err != nil {
-			var de *wire.DecodeError
-			if errors.As(err, &de) && de.Field == "crc32c" {
-				atomic.AddInt64(&a.stats.CRCFailures, 1)
-				err = fmt.Errorf("corrupt chunk (CRC32C mismatch) at shard offset %d: %w", next, err)
-			}
-			rerr = err
-			break
-		}
-		switch f := f.(type) {
-		case *wire.End:
-			// The reader checked the end's digest of every chunk.
-			if next != size {
-				rerr = fmt.Errorf("replica ended at byte %d of %d", next, size)
-			}
-		case *wire.Chunk:
-			switch {
-			case f.ReplicaOf != owner || f.Iter != iter || f.TotalLen != size:
-				rerr = fmt.Errorf("chunk of rank %d iteration %d (total %d) inside a replica of rank %d iteration %d (total %d)", f.ReplicaOf, f.Iter, f.TotalLen, owner, iter, size)
-			case f.Offset != next:
-				rerr = fmt.Errorf("chunk at offset %d, expected %d", f.Offset, next)
-			case f.Len > limit:
-				rerr = fmt.Errorf("chunk of %d bytes exceeds R/p = %d", f.Len, limit)
-			default:
-				next += f.Len
-				atomic.AddInt64(&a.stats.BytesReceived, f.Len)
-				atomic.AddInt64(&a.stats.ChunksRecv, 1)
-				staged <- f
-				continue
-			}
-		default:
-			rerr = fmt.Errorf("unexpected %s frame in a replica", f.Type())
-		}
-		break
-	}
-	close(staged)
-	if err := <-copyErr; rerr == nil {
-		rerr = err
-	}
-	if rerr != nil {
 		fail(rerr)
 		return
 	}
-	if err := a.st.Seal(v, sum); err != nil {
+	if err := a.st.SealHashed(v, rr.Sum, sum); err != nil {
 		atomic.AddInt64(&a.stats.ReplicationsFailed, 1)
 		log.Warn("replica discarded", "err", err)
 		wmu.Lock()
@@ -278,10 +230,22 @@ func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
 // sendReplica sends v (this rank's complete shard) to rank to, chunk by
 // chunk as credits come back, and waits for the receiver to seal it.
 //
-// pieces are the chunks in order (plan); base is the start of the
-// iteration their span times refer to (zero: send as credits allow).
-func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, pieces []piece, base time.Time) error {
-	cn, err := a.dial(ctx, to)
+// pieces are the chunks in order (plan); base and seq are the start and
+// tick number of the iteration their spans refer to (zero: send as
+// credits allow). Interleaved chunks wait for their idle span, and while
+// the trainer reports a communication op under way, no byte is written.
+//
+// crcs are the CRC32C of the shard's R/p grid (hashGrid; nil: unknown).
+func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, pieces []piece, base time.Time, seq int64, crcs []uint32) error {
+	il := a.cfg.Interleave
+	sndbuf := 4 << 20
+	if il != nil && !base.IsZero() {
+		// A small socket buffer: what is written but not yet on the wire
+		// when a training comm op starts (≈ 4 ms at B) is all that can
+		// overlap it.
+		sndbuf = max(32<<10, int(il.Bandwidth*0.004))
+	}
+	cn, err := a.dialBuf(ctx, to, sndbuf)
 	if err != nil {
 		return err
 	}
@@ -300,7 +264,7 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 		}
 		for err == nil {
 			var f wire.Frame
-			f, err = cn.nextWithin(a.cfg.Timeout)
+			f, err = cn.nextWithin(0) // the sender's own deadlines bound the wait
 			if err != nil {
 				break
 			}
@@ -324,9 +288,24 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 	if err := cn.send(meta); err != nil {
 		return err
 	}
-	w := cn.writer(map[string]string{kOp: "chunks"})
+	rw := &rawWriter{cn: cn}
+	var gate func() error
+	slice := 0
+	if il != nil && !base.IsZero() {
+		gate = func() error {
+			t0 := time.Now()
+			err := a.tick.gate(ctx, a.cfg.Timeout/2)
+			if t1 := time.Now(); a.tl.on() && t1.Sub(t0) > time.Millisecond {
+				a.tl.event("pause", a.cfg.Rank, "to", to, "iter", v.Iter, "t0", t0, "t1", t1)
+			}
+			return err
+		}
+		slice = 64 << 10
+	}
 	data := v.Data()
 	have := 0
+	var sent int64
+	unscheduled := false
 	for _, p := range pieces {
 		for have == 0 {
 			select {
@@ -346,8 +325,12 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 				return ctx.Err()
 			}
 		}
-		if p.at >= 0 && !base.IsZero() {
-			if err := sleepUntil(ctx, base.Add(p.at)); err != nil {
+		if p.at >= 0 && !base.IsZero() && !unscheduled {
+			switch err := a.tick.waitSpan(ctx, seq, p.span, base.Add(p.at), min(a.cfg.Timeout/2, 10*time.Second)); {
+			case errors.Is(err, errGaveUp):
+				// The trainer stopped ticking: the rest goes as credits allow.
+				unscheduled = true
+			case err != nil:
 				return err
 			}
 		}
@@ -356,23 +339,27 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 				return err
 			}
 		}
-		b := data[p.off : p.off+p.size]
-		cn.arm()
-		if err := w.Write(&wire.Chunk{Job: a.cfg.Run, Iter: v.Iter, SrcRank: int64(a.cfg.Rank), ReplicaOf: int64(a.cfg.Rank),
-			Offset: p.off, Len: p.size, TotalLen: v.Len, CRC32C: wire.CRC32C(b), Data: b}); err != nil {
-			return cn.wrap("send chunk", err)
+		t0 := time.Now()
+		crc, grid := int64(-1), a.Chunk()
+		if k := p.off / grid; p.off%grid == 0 && k < int64(len(crcs)) && p.size == min(grid, v.Len-p.off) {
+			crc = int64(crcs[k])
 		}
-		if err := w.Flush(); err != nil {
-			return cn.wrap("send chunk", err)
+		if err := rw.chunk(p.off, v.Len, data[p.off:p.off+p.size], crc, gate, slice); err != nil {
+			return err
 		}
+		if a.tl.on() {
+			at := int64(-1)
+			if p.at >= 0 && !base.IsZero() {
+				at = base.Add(p.at).UnixNano()
+			}
+			a.tl.event("send", a.cfg.Rank, "to", to, "iter", v.Iter, "off", p.off, "size", p.size, "span", p.span, "at", at, "t0", t0, "t1", time.Now())
+		}
+		sent += p.size
 		have--
 		atomic.AddInt64(&a.stats.BytesSent, p.size)
 		atomic.AddInt64(&a.stats.ChunksSent, 1)
 	}
-	if err := w.Close(); err != nil {
-		return cn.wrap("send", err)
-	}
-	if err := cn.flush(); err != nil {
+	if err := rw.end(sent, v.Len); err != nil {
 		return err
 	}
 	select {
@@ -403,24 +390,22 @@ func (a *Agent) serveFetch(cn *conn, meta map[string]string) error {
 	return a.sendChunks(cn, map[string]string{kOp: "shard", kOwner: itoa(owner), kIter: itoa(iter), kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format}, v)
 }
 
-// sendChunks writes v's bytes as one message of chunk frames.
+// sendChunks writes meta, then v's bytes as raw chunk records of R/p
+// (straight from the version, one writev each) and the end record.
 func (a *Agent) sendChunks(cn *conn, meta map[string]string, v *store.Version) error {
-	w := cn.writer(meta)
+	if err := cn.send(meta); err != nil {
+		return err
+	}
+	rw := &rawWriter{cn: cn}
 	data := v.Data()
 	chunk := a.Chunk()
 	for off := int64(0); off < v.Len; off += chunk {
 		n := min(chunk, v.Len-off)
-		b := data[off : off+n]
-		cn.arm()
-		if err := w.Write(&wire.Chunk{Job: a.cfg.Run, Iter: v.Iter, SrcRank: int64(a.cfg.Rank), ReplicaOf: int64(v.Owner),
-			Offset: off, Len: n, TotalLen: v.Len, CRC32C: wire.CRC32C(b), Data: b}); err != nil {
-			return cn.wrap("send", err)
+		if err := rw.chunk(off, v.Len, data[off:off+n], -1, nil, 0); err != nil {
+			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		return cn.wrap("send", err)
-	}
-	return cn.flush()
+	return rw.end(v.Len, v.Len)
 }
 
 // peerInventory is what one peer reported.

@@ -149,6 +149,9 @@ func (r *Remote) Fetch(ctx context.Context, h, owner int, iter int64, w io.Write
 		_, _ = cn.rest()
 		return tier.Fetched{}, &RemoteError{Who: cn.who, Code: meta[kCode], Msg: meta[kMsg]}
 	}
+	if _, err := cn.rest(); err != nil { // the header's message; the raw chunk records follow
+		return tier.Fetched{}, err
+	}
 	size, e1 := metaInt(meta, kLen)
 	sum, e2 := metaUint(meta, kXXH3)
 	if err := errors.Join(e1, e2); err != nil || size < 0 {
@@ -156,37 +159,43 @@ func (r *Remote) Fetch(ctx context.Context, h, owner int, iter int64, w io.Write
 	}
 	hx := xxh3.New()
 	crc := uint32(0)
-	tab := crc32.MakeTable(crc32.Castagnoli)
 	var next int64
+	var hb [rawHdrLen]byte
+	var buf []byte
+	limit := wire.DefaultLimits.MaxPayload
 	for {
-		f, err := cn.next()
-		if err != nil {
-			return tier.Fetched{}, err
+		_ = cn.c.SetReadDeadline(time.Now().Add(a.cfg.Timeout))
+		if _, err := io.ReadFull(cn.br, hb[:]); err != nil {
+			return tier.Fetched{}, cn.wrap("receive", err)
 		}
-		switch f := f.(type) {
-		case *wire.End:
-			if next != size {
-				return tier.Fetched{}, fmt.Errorf("%s: shard ended at byte %d of %d", cn.who, next, size)
-			}
+		rh, err := parseRawHeader(hb[:], next, size, limit)
+		if err != nil {
+			return tier.Fetched{}, fmt.Errorf("%s: %w", cn.who, err)
+		}
+		if rh.end {
 			if got := hx.Sum64(); got != sum {
 				return tier.Fetched{}, fmt.Errorf("%s: rank %d's shard of iteration %d: digest %016x, commit record %016x", cn.who, owner, iter, got, sum)
 			}
 			return tier.Fetched{Len: size, XXH3: sum, CRC32C: crc, Format: meta[kFormat]}, nil
-		case *wire.Chunk:
-			if f.ReplicaOf != int64(owner) || f.Iter != iter || f.TotalLen != size || f.Offset != next {
-				return tier.Fetched{}, fmt.Errorf("%s: unexpected chunk (rank %d, iteration %d, offset %d, len %d, total %d)", cn.who, f.ReplicaOf, f.Iter, f.Offset, f.Len, f.TotalLen)
-			}
-			if _, err := w.Write(f.Data); err != nil {
-				return tier.Fetched{}, err
-			}
-			_, _ = hx.Write(f.Data)
-			crc = crc32.Update(crc, tab, f.Data)
-			next += f.Len
-			if progress != nil {
-				progress(next)
-			}
-		default:
-			return tier.Fetched{}, fmt.Errorf("%s: unexpected %s frame in a shard", cn.who, f.Type())
+		}
+		if int64(cap(buf)) < rh.n {
+			buf = make([]byte, rh.n)
+		}
+		b := buf[:rh.n]
+		if _, err := io.ReadFull(cn.br, b); err != nil {
+			return tier.Fetched{}, cn.wrap("receive", err)
+		}
+		if c := crc32.Checksum(b, castagnoli); c != rh.crc {
+			return tier.Fetched{}, fmt.Errorf("%s: corrupt chunk at shard offset %d: %w (chunk says %08x, data has %08x)", cn.who, next, errRawCRC, rh.crc, c)
+		}
+		if _, err := w.Write(b); err != nil {
+			return tier.Fetched{}, err
+		}
+		_, _ = hx.Write(b)
+		crc = crc32.Update(crc, castagnoli, b)
+		next += rh.n
+		if progress != nil {
+			progress(next)
 		}
 	}
 }

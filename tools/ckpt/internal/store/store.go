@@ -244,7 +244,13 @@ func (s *Store) Adopt(owner int, iter, n int64, sum uint64, format string, b *Bu
 // skips the check and records the computed one), then writes the commit
 // record last. It unpins v.
 func (s *Store) Seal(v *Version, want uint64) error {
-	h := xxh3.Hash(v.Data())
+	return s.SealHashed(v, xxh3.Hash(v.Data()), want)
+}
+
+// SealHashed is Seal for a version whose XXH3 h was computed over its
+// bytes as they arrived (replication computes it while verifying each
+// chunk, so the shard is not read a second time).
+func (s *Store) SealHashed(v *Version, h, want uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.unpinLocked(v)
