@@ -35,7 +35,13 @@ def _port():
     return p
 
 
-class CkptAgentTest(unittest.TestCase):
+class _Agents(unittest.TestCase):
+    """Two real `ckpt agent` processes on loopback for the class's tests: run_id and extra flags
+    per subclass."""
+
+    run_id = ""
+    extra = []
+
     @classmethod
     def setUpClass(cls):
         cls.bin = _binary()
@@ -47,9 +53,10 @@ class CkptAgentTest(unittest.TestCase):
         peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
         cls.procs = []
         for r in range(2):
+            extra = [a.replace("{dir}", cls.dir).replace("{r}", str(r)) for a in cls.extra]
             cls.procs.append(subprocess.Popen(
-                [cls.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", "py", "--peers", peers,
-                 "--socket", os.path.join(cls.dir, "s%d" % r), "--m", "2", "--buffer", "1MiB", "--memory", "64MiB"],
+                [cls.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", cls.run_id, "--peers", peers,
+                 "--socket", os.path.join(cls.dir, "s%d" % r), "--m", "2", "--memory", "64MiB"] + extra,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for r in range(2):
             path = os.path.join(cls.dir, "s%d" % r)
@@ -64,6 +71,11 @@ class CkptAgentTest(unittest.TestCase):
             p.kill()
             p.wait()
         shutil.rmtree(cls.dir, ignore_errors=True)
+
+
+class CkptAgentTest(_Agents):
+    run_id = "py"
+    extra = ["--buffer", "1MiB"]
 
     def agent(self, r):
         return Agent(os.path.join(self.dir, "s%d" % r))
@@ -115,40 +127,13 @@ class CkptAgentTest(unittest.TestCase):
         s.close()
 
 
-class TestInterleave(unittest.TestCase):
+class TestInterleave(_Agents):
     """Agents with --interleave: the trainer ticks and reports its comm ops (comm_begin/comm_end,
     no answer awaited); the request/answer stream stays in step and every checkpoint commits."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.bin = _binary()
-        if cls.bin is None:
-            if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
-                raise RuntimeError("ckpt binary not built (make build)")
-            raise unittest.SkipTest("ckpt binary not built")
-        cls.dir = tempfile.mkdtemp()
-        peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
-        cls.procs = []
-        for r in range(2):
-            cls.procs.append(subprocess.Popen(
-                [cls.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", "pyil", "--peers", peers,
-                 "--socket", os.path.join(cls.dir, "s%d" % r), "--m", "2", "--buffer", "256KiB", "--memory", "64MiB",
-                 "--interleave", "--spans", "0:0.05,0.08:0.05", "--bandwidth", "200MB",
-                 "--timeline", os.path.join(cls.dir, "tl%d.jsonl" % r)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for r in range(2):
-            path = os.path.join(cls.dir, "s%d" % r)
-            for _ in range(400):
-                if os.path.exists(path):
-                    break
-                time.sleep(0.025)
-
-    @classmethod
-    def tearDownClass(cls):
-        for p in cls.procs:
-            p.kill()
-            p.wait()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    run_id = "pyil"
+    extra = ["--buffer", "256KiB", "--interleave", "--spans", "0:0.05,0.08:0.05", "--bandwidth", "200MB",
+             "--timeline", "{dir}/tl{r}.jsonl"]
 
     def test_ticks_comm_and_commit(self):
         agents = [Agent(os.path.join(self.dir, "s%d" % r)) for r in range(2)]
