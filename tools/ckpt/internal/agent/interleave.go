@@ -158,16 +158,24 @@ func (t *ticker) waitSpan(ctx context.Context, seq int64, k int, planned time.Ti
 		if time.Now().After(give) {
 			return errGaveUp
 		}
-		tm := time.NewTimer(time.Until(give))
-		select {
-		case <-ch:
-		case <-tm.C:
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
+		if err := waitChange(ctx, ch, give); err != nil {
+			return err
 		}
-		tm.Stop()
 	}
+}
+
+// waitChange blocks until ch is closed (the ticker changed), the deadline
+// passes or ctx is done (its error).
+func waitChange(ctx context.Context, ch <-chan struct{}, deadline time.Time) error {
+	tm := time.NewTimer(time.Until(deadline))
+	defer tm.Stop()
+	select {
+	case <-ch:
+	case <-tm.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // errGaveUp: the span a chunk waited for did not come in time.
@@ -188,19 +196,12 @@ func (t *ticker) gate(ctx context.Context, max time.Duration) error {
 		if give.IsZero() {
 			give = time.Now().Add(max)
 		}
-		d := time.Until(give)
-		if d <= 0 {
+		if !time.Now().Before(give) {
 			return nil
 		}
-		tm := time.NewTimer(d)
-		select {
-		case <-ch:
-		case <-tm.C:
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
+		if err := waitChange(ctx, ch, give); err != nil {
+			return err
 		}
-		tm.Stop()
 	}
 }
 
