@@ -65,8 +65,8 @@ func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	for r := 0; r < n; r++ {
 		c.machine[r] = fmt.Sprintf("machine-%d", r)
 	}
-	for r := 0; r < n; r++ {
-		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t)))
+	for _, port := range clitest.FreePorts(t, n) {
+		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -632,8 +632,8 @@ func TestE2ECorruptChunk(t *testing.T) {
 			}
 		}
 	})
-	for r := 0; r < 2; r++ {
-		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t)))
+	for _, port := range clitest.FreePorts(t, 2) {
+		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	// Rank 0 reaches rank 1 through the corrupter; 200 KB in is inside the
 	// first chunk's payload (chunks are 256 KiB).

@@ -29,7 +29,8 @@ func startEtcd(t *testing.T) string {
 		}
 		t.Skipf("%s is missing: install etcd-server (scripts/deps.sh) to run the etcd tests", bin)
 	}
-	cp, pp := clitest.FreePort(t), clitest.FreePort(t)
+	ports := clitest.FreePorts(t, 2)
+	cp, pp := ports[0], ports[1]
 	client := fmt.Sprintf("http://127.0.0.1:%d", cp)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", pp)
 	cmd := exec.Command(bin, "--name", "tw", "--data-dir", filepath.Join(t.TempDir(), "etcd"),

@@ -18,6 +18,7 @@ import numpy as np
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 from trainwire.ckpt import Agent, AgentError  # noqa: E402
 from trainwire import wire  # noqa: E402
+from tests.tools import free_ports  # noqa: E402
 
 
 def _binary():
@@ -25,14 +26,6 @@ def _binary():
         if d and os.access(os.path.join(d, "ckpt"), os.X_OK):
             return os.path.join(d, "ckpt")
     return None
-
-
-def _port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class _Agents(unittest.TestCase):
@@ -50,7 +43,7 @@ class _Agents(unittest.TestCase):
                 raise RuntimeError("ckpt binary not built (make build)")
             raise unittest.SkipTest("ckpt binary not built")
         cls.dir = tempfile.mkdtemp()
-        peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
+        peers = ",".join("127.0.0.1:%d" % p for p in free_ports(2))
         cls.procs = []
         for r in range(2):
             extra = [a.replace("{dir}", cls.dir).replace("{r}", str(r)) for a in cls.extra]

@@ -16,7 +16,8 @@ import unittest
 
 import numpy as np
 
-from tests.test_ckpt import _binary, _port
+from tests.test_ckpt import _binary
+from tests.tools import free_ports
 from trainwire import wire
 from trainwire.ckpt import Agent
 
@@ -76,7 +77,7 @@ class CkptExportTest(unittest.TestCase):
             self.skipTest("ckpt binary or torch missing")
         self.dir = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.peers = ",".join("127.0.0.1:%d" % _port() for _ in range(2))
+        self.peers = ",".join("127.0.0.1:%d" % p for p in free_ports(2))
         self.procs = []
         for r in range(2):
             p = subprocess.Popen([self.bin, "agent", "--rank", str(r), "--world", "2", "--run-id", "pyx",
