@@ -342,6 +342,11 @@ func (m *Mesh) fail(peer int, op string, err error) error {
 		m.applyAbort(local)
 	}
 	v := m.verdict()
+	if v == nil {
+		// Close began while this failure was handled (rank 0 judges
+		// nothing once it is closing): the failure is the shutdown's.
+		return fmt.Errorf("%w (during %s with rank %d)", ErrClosed, op, peer)
+	}
 	e := v.errorFor(op, peer)
 	if v.Rank == local.Rank && v.Reason == reason {
 		// Our own observation (possibly confirmed by rank 0): keep the

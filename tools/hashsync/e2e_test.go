@@ -141,7 +141,7 @@ func TestCheckUnderMpirun(t *testing.T) {
 
 func TestCheckUnderTorchrun(t *testing.T) {
 	bin := clitest.Binary(t, "hashsync")
-	port := clitest.FreePort(t)
+	port := clitest.FreeLauncherPort(t) // torchrun's store takes port, our rendezvous port+1
 	// torch 1.13's torchrun spells its flags with underscores (2.x accepts
 	// both); its default redirects crash on Python 3.11, hence --redirects.
 	launcherRun(t, "torchrun", []string{"/usr/bin/torchrun", "--no_python", "--nproc_per_node", "4",

@@ -1,6 +1,7 @@
 package clitest
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -53,6 +54,30 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeLauncherPort returns a port P on 127.0.0.1 such that P and P+1 were
+// both free a moment ago: a launcher's MASTER_PORT (torchrun's TCPStore
+// takes P, trainwire's rendezvous P+1, see lib/launch).
+func FreeLauncherPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		if p < 65535 {
+			if l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1)); err == nil {
+				l2.Close()
+				l.Close()
+				return p
+			}
+		}
+		l.Close()
+	}
+	t.Fatal("no free pair of consecutive ports on 127.0.0.1")
+	return 0
 }
 
 // FreePorts returns n distinct free TCP ports on 127.0.0.1: it holds every
