@@ -436,17 +436,24 @@ func qsgdDecodeGo(dst []float32, codes []byte, u float32) {
 // takes the leading multiple of 32 elements of each chunk where the CPU
 // has AVX2, maxMagGo the rest.
 func maxMag(x []float32, nworkers int) uint32 {
-	cs := chunks(len(x), workers(nworkers, len(x)), 32)
-	ms := make([]uint32, len(cs))
+	return parallelMax(x, workers(nworkers, len(x)), maxMagAVX2, maxMagGo)
+}
+
+// parallelMax is the largest of the per-chunk maxima of x on w workers:
+// the AVX2 kernel takes the leading multiple of 32 elements of each chunk
+// where the CPU has AVX2, its Go twin the rest.
+func parallelMax[T any, R uint8 | uint32](x []T, w int, avx2 func(*T, int) R, twin func([]T) R) R {
+	cs := chunks(len(x), w, 32)
+	ms := make([]R, len(cs))
 	parallel(cs, func(c int, lo, hi int) {
 		k := lo
 		if haveAVX2 && hi-lo >= 32 {
 			k = lo + (hi-lo)/32*32
-			ms[c] = maxMagAVX2(&x[lo], k-lo)
+			ms[c] = avx2(&x[lo], k-lo)
 		}
-		ms[c] = max(ms[c], maxMagGo(x[k:hi]))
+		ms[c] = max(ms[c], twin(x[k:hi]))
 	})
-	var m uint32
+	var m R
 	for _, v := range ms {
 		m = max(m, v)
 	}
@@ -529,21 +536,7 @@ func naturalCodesGo(codes []byte, x []float32, i0 int, key uint64) bool {
 // parallel: maxAbsI8AVX2 for the leading multiple of 32 bytes of each
 // chunk where the CPU has AVX2, maxAbsI8Go for the rest.
 func maxAbsI8(b []byte) uint8 {
-	cs := chunks(len(b), workers(0, len(b)/4), 32)
-	ms := make([]uint8, len(cs))
-	parallel(cs, func(c int, lo, hi int) {
-		k := lo
-		if haveAVX2 && hi-lo >= 32 {
-			k = lo + (hi-lo)/32*32
-			ms[c] = maxAbsI8AVX2(&b[lo], k-lo)
-		}
-		ms[c] = max(ms[c], maxAbsI8Go(b[k:hi]))
-	})
-	var m uint8
-	for _, v := range ms {
-		m = max(m, v)
-	}
-	return m
+	return parallelMax(b, workers(0, len(b)/4), maxAbsI8AVX2, maxAbsI8Go)
 }
 
 // maxAbsI8Go is maxAbsI8's plain twin.
