@@ -357,6 +357,18 @@ func TestPartsVerbs(t *testing.T) {
 	_, errs, code = runIn(t, whole, "decode", "--join")
 	assert.Equal(t, 2, code, errs)
 	assert.Contains(t, errs, "frame 0: tensor \"w\" is not partitioned")
+	// Tensors held for joining count against --max-payload together: two
+	// incomplete 4000-byte tensors do not fit in 6000 bytes.
+	b.Reset()
+	w = wire.NewWriter(&b, "test")
+	for _, name := range []string{"a", "b"} {
+		enc, _, _ := runIn(t, stream(t, dense(name, 0, gauss(1000, 1))), "encode", "--algo", "fp16", "--parts", "2")
+		require.NoError(t, w.Write(frames(t, enc)[0]))
+	}
+	require.NoError(t, w.Close())
+	_, errs, code = runIn(t, b.Bytes(), "decode", "--join", "--max-payload", "6000")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `frame 1: tensor "b" of shape [1000]: 4000 bytes held for joining with the 4000 of 1 incomplete tensor(s), over the 6000-byte limit`)
 	_, errs, code = runIn(t, whole, "encode", "--algo", "fp16", "--parts", "-1")
 	assert.Equal(t, 80, code, errs)
 }

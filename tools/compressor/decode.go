@@ -32,6 +32,7 @@ type pending struct {
 func (c *DecodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	open := map[string]*pending{}
+	var held int64 // bytes of the tensors in open
 	var index int64 = -1
 	err := cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
 		index++
@@ -62,9 +63,13 @@ func (c *DecodeCmd) Run(rio *cli.IO) error {
 		key := fmt.Sprintf("%s\x00%d\x00%d", info.Base, cf.Step, cf.Rank)
 		p := open[key]
 		if p == nil {
-			if 4*info.Numel > int64(c.MaxPayload) {
-				return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: tensor %q of shape %v is over the %d-byte limit (--max-payload)", index, info.Base, info.Shape, c.MaxPayload))
+			// Every tensor being joined is held whole until its last
+			// chunk: all of them together stay within --max-payload.
+			if held+4*info.Numel > int64(c.MaxPayload) {
+				return cli.WithCode(cli.ExitBadInput, fmt.Errorf("frame %d: tensor %q of shape %v: %d bytes held for joining with the %d of %d incomplete tensor(s), over the %d-byte limit (--max-payload)",
+					index, info.Base, info.Shape, 4*info.Numel, held, len(open), c.MaxPayload))
 			}
+			held += 4 * info.Numel
 			p = &pending{info: info, step: cf.Step, rank: cf.Rank, data: make([]float32, info.Numel), seen: make([]bool, info.Parts), first: index}
 			open[key] = p
 		}
@@ -84,6 +89,7 @@ func (c *DecodeCmd) Run(rio *cli.IO) error {
 			return nil
 		}
 		delete(open, key)
+		held -= 4 * info.Numel
 		d := wire.NewDenseF32(info.Base, p.data, info.Shape...)
 		d.Step, d.Rank = p.step, p.rank
 		return w.Write(d)
