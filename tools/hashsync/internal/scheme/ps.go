@@ -390,7 +390,6 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			if r := size % 8; r != 0 && len(bm) > 0 && bm[len(bm)-1]>>r != 0 {
 				return fmt.Errorf("hash bitmap sets bits past row %d of the partition", size)
 			}
-			hl, hashedLayout := lay.(hashLayout)
 			for i, x := range bm {
 				for x != 0 {
 					if len(l) == k {
@@ -398,11 +397,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 					}
 					t := i*8 + bits.TrailingZeros8(x)
 					next(t)
-					if hashedLayout {
-						l = append(l, hl.t.Sets[hl.t.Off[q]+t])
-					} else {
-						l = append(l, lay.at(q, t))
-					}
+					l = append(l, lay.at(q, t))
 					x &= x - 1
 				}
 			}
@@ -449,8 +444,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	}
 	// The exchange runs while this goroutine sums the chunks: each
 	// sender waits for a chunk to be summed before sending it.
-	type result struct{ err error }
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
 		_, err := s.exchangeSplit(s.phase("pull"), opPull, all, func(int) message { return pull }, all,
 			func(q int, f uint32, nnz uint64) (int, int, error) {
@@ -469,7 +463,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 				}
 				return 0, 0, fmt.Errorf("pull: format %d", f)
 			}, onHead, nil, s.recvBufs(opPullHead), s.recvBufs(opPull), recvChunks, onChunk)
-		done <- result{err}
+		done <- err
 	}()
 	// Sum chunk by chunk, each row's contributions in rank order from 0
 	// (as the reference sum does). Each push's entries are first bucketed
@@ -533,9 +527,8 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	}
 	t2 := time.Now()
 	st.Times["aggregate"] = t2.Sub(t1).Seconds()
-	res := <-done
-	if res.err != nil {
-		return nil, res.err
+	if err := <-done; err != nil {
+		return nil, err
 	}
 	if mgErr != nil {
 		return nil, mgErr
