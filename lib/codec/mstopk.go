@@ -50,15 +50,11 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	}))
 	mean := sum / float64(d)
 	u := float64(math.Float32frombits(umax))
-	l, r := 0.0, 1.0
-	k1, k2 := 0, d
-	thres1, thres2 := math.Inf(1), 0.0
+	search := NewThresholdSearch(mean, u, int64(k), int64(d))
 	counts := make([]int, len(cs))
 	for it := 0; it < N; it++ {
 		st.Probes++
-		ratio := l + (r-l)/2
-		t := mean + ratio*(u-mean)
-		tk := KeyCeil(t)
+		tk := KeyCeil(search.Probe())
 		parallel(cs, func(c, lo, hi int) {
 			n := 0
 			for _, v := range x[lo:hi] {
@@ -72,24 +68,13 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 		for _, n := range counts {
 			nnz += n
 		}
-		if nnz <= k {
-			r = ratio
-			if nnz > k1 {
-				k1, thres1 = nnz, t
-			}
-		} else {
-			l = ratio
-			if nnz < k2 {
-				k2, thres2 = nnz, t
-			}
-		}
-		if k1 == k {
+		if search.Record(int64(nnz)) {
 			break
 		}
 	}
-	st.Thres1, st.Thres2 = thres1, thres2
-	t1 := KeyCeil(thres1)
-	t2 := KeyCeil(thres2)
+	st.Thres1, st.Thres2 = search.Thres1, search.Thres2
+	t1 := KeyCeil(search.Thres1)
+	t2 := KeyCeil(search.Thres2)
 	// ι1 and ι2, ascending.
 	var i1, i2 []uint32
 	for i, v := range x {
@@ -123,6 +108,49 @@ func KeyCeil(t float64) uint32 {
 		f = math.Nextafter32(f, float32(math.Inf(1)))
 	}
 	return math.Float32bits(f)
+}
+
+// ThresholdSearch is MSTopK's bisection for its two thresholds, shared by
+// MSTopK and lib/gpu's device version (which counts on the GPU): probe t =
+// ā + ratio·(u − ā) halves ratio's interval [l, r] ⊂ [0, 1] at each count;
+// Thres1 is the probe with the most elements ≥ it among those with at most
+// k (+Inf until one has), Thres2 the probe with the fewest among those
+// with more than k (0 until one has).
+type ThresholdSearch struct {
+	Thres1, Thres2 float64
+
+	mean, u, l, r, ratio, t float64
+	k, k1, k2               int64
+}
+
+// NewThresholdSearch starts the search for k of d elements whose mean
+// magnitude is mean and largest u.
+func NewThresholdSearch(mean, u float64, k, d int64) ThresholdSearch {
+	return ThresholdSearch{Thres1: math.Inf(1), mean: mean, u: u, r: 1, k: k, k2: d}
+}
+
+// Probe returns the next threshold to count the elements at or above.
+func (s *ThresholdSearch) Probe() float64 {
+	s.ratio = s.l + (s.r-s.l)/2
+	s.t = s.mean + s.ratio*(s.u-s.mean)
+	return s.t
+}
+
+// Record takes the count at the last probe and reports whether it is
+// exactly k (Thres1 is then final: the search can stop).
+func (s *ThresholdSearch) Record(nnz int64) bool {
+	if nnz <= s.k {
+		s.r = s.ratio
+		if nnz > s.k1 {
+			s.k1, s.Thres1 = nnz, s.t
+		}
+	} else {
+		s.l = s.ratio
+		if nnz < s.k2 {
+			s.k2, s.Thres2 = nnz, s.t
+		}
+	}
+	return s.k1 == s.k
 }
 
 // mstopkRef is MSTopK's plain twin: the same algorithm on float64

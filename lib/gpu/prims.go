@@ -303,9 +303,7 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 	}
 	mean := sum / float64(n)
 	u := float64(math.Float32frombits(binary.LittleEndian.Uint32(fb[4:])))
-	l, r := 0.0, 1.0
-	k1, k2 := int64(0), n
-	thres1, thres2 := math.Inf(1), 0.0
+	search := codec.NewThresholdSearch(mean, u, k, n)
 	cnt, err := d.scratchBuf("count", 8)
 	if err != nil {
 		return 0, err
@@ -313,8 +311,7 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 	grid := min((n+blockThreads-1)/blockThreads, histGrid)
 	for it := 0; it < N; it++ {
 		probes++
-		ratio := l + (r-l)/2
-		t := mean + ratio*(u-mean)
+		t := search.Probe()
 		if err := d.be.memset0(cnt, 8); err != nil {
 			return probes, err
 		}
@@ -326,22 +323,11 @@ func (d *Device) msTopK(x dptr, n, k int64, N int, key uint64, vals, idx dptr) (
 			return probes, err
 		}
 		nnz := int64(binary.LittleEndian.Uint64(cb[:]))
-		if nnz <= k {
-			r = ratio
-			if nnz > k1 {
-				k1, thres1 = nnz, t
-			}
-		} else {
-			l = ratio
-			if nnz < k2 {
-				k2, thres2 = nnz, t
-			}
-		}
-		if k1 == k {
+		if search.Record(nnz) {
 			break
 		}
 	}
-	s, err := d.selCount(x, n, codec.KeyCeil(thres1), codec.KeyCeil(thres2))
+	s, err := d.selCount(x, n, codec.KeyCeil(search.Thres1), codec.KeyCeil(search.Thres2))
 	if err != nil {
 		return probes, err
 	}
