@@ -435,34 +435,8 @@ func (a *Agent) inventories(ctx context.Context) []peerInventory {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			out[r].err = func() error {
-				cn, err := a.dial(ctx, r)
-				if err != nil {
-					return err
-				}
-				defer cn.Close()
-				if err := cn.send(map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed())}); err != nil {
-					return err
-				}
-				meta, frames, err := cn.recv(a.cfg.Timeout)
-				if err != nil {
-					return err
-				}
-				c, err := metaInt(meta, kCommitted)
-				if err != nil {
-					return fmt.Errorf("rank %d: inventory: %v", r, err)
-				}
-				out[r].committed = c
-				for _, f := range frames {
-					s, ok := f.(*wire.Stats)
-					if !ok || s.Name != "version" {
-						continue
-					}
-					x, _ := metaUint(s.Labels, "xxh3")
-					out[r].versions = append(out[r].versions, store.Info{Owner: int(s.Rank), Iter: s.Step, Len: int64(s.Values["len"]), XXH3: x, Format: s.Labels["format"], State: store.Complete.String()})
-				}
-				return nil
-			}()
+			// Tell the peer our committed iteration as we ask for its.
+			out[r] = a.askInventory(ctx, r, map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed())})
 		}(r)
 	}
 	wg.Wait()

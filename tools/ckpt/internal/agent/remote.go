@@ -51,7 +51,7 @@ func (r *Remote) Latest(ctx context.Context) (int64, [][]int, error) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			invs[i] = a.askInventory(ctx, i)
+			invs[i] = a.askInventory(ctx, i, map[string]string{kOp: "inventory"})
 		}(i)
 	}
 	wg.Wait()
@@ -91,8 +91,9 @@ func (r *Remote) Latest(ctx context.Context) (int64, [][]int, error) {
 	return committed, where, nil
 }
 
-// askInventory asks rank i for its committed iteration and complete versions.
-func (a *Agent) askInventory(ctx context.Context, i int) peerInventory {
+// askInventory sends req (an inventory request) to rank i and returns its
+// committed iteration and complete versions.
+func (a *Agent) askInventory(ctx context.Context, i int, req map[string]string) peerInventory {
 	out := peerInventory{rank: i}
 	out.err = func() error {
 		cn, err := a.dial(ctx, i)
@@ -100,7 +101,7 @@ func (a *Agent) askInventory(ctx context.Context, i int) peerInventory {
 			return err
 		}
 		defer cn.Close()
-		if err := cn.send(map[string]string{kOp: "inventory"}); err != nil {
+		if err := cn.send(req); err != nil {
 			return err
 		}
 		meta, frames, err := cn.recv(a.cfg.Timeout)
