@@ -167,18 +167,7 @@ func (c *cluster) run(r int, stdin []byte, verb string, args ...string) ([]byte,
 	all := append(append([]string{verb}, c.rankArgs(r)...), args...)
 	cmd := exec.Command(c.bin, all...)
 	cmd.Stdin = bytes.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			c.t.Fatal(err)
-		}
-		code = ee.ExitCode()
-	}
-	return out.Bytes(), errb.String(), code
+	return clitest.Run(c.t, cmd)
 }
 
 func (c *cluster) save(r int, iter int64, data []byte, args ...string) {

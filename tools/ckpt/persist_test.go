@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"trainwire.dev/lib/cli/clitest"
 )
 
 // tool runs a ckpt verb that is not tied to a rank (persist, ls, verify,
@@ -19,18 +20,8 @@ func (c *cluster) tool(args ...string) (string, string, int) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e-token")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			c.t.Fatal(err)
-		}
-		code = ee.ExitCode()
-	}
-	return out.String(), errb.String(), code
+	out, errs, code := clitest.Run(c.t, cmd)
+	return string(out), errs, code
 }
 
 func (c *cluster) persistArgs(dir string, extra ...string) []string {

@@ -41,16 +41,6 @@ func startRanks(t *testing.T, ctx context.Context, world int, env []string, args
 	return procs
 }
 
-func exitCode(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
-
 func TestCheckFourProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -85,7 +75,7 @@ func TestCheckKilledRankIsNamed(t *testing.T) {
 		if r == victim {
 			continue
 		}
-		assert.Equal(t, 3, exitCode(err), "rank %d: %s", r, p.stderr.String())
+		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.stderr.String())
 		assert.Contains(t, p.stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
 	}
 	// Every survivor is gone well within its 10 s deadline.
@@ -108,9 +98,9 @@ func TestCheckWrongTokenRefused(t *testing.T) {
 	var e0, e1 bytes.Buffer
 	c0 := run(0, "right", &e0)
 	c1 := run(1, "wrong", &e1)
-	assert.Equal(t, 3, exitCode(c1.Wait()), e1.String())
+	assert.Equal(t, 3, clitest.ExitCode(c1.Wait()), e1.String())
 	assert.Contains(t, e1.String(), "token")
-	assert.NotEqual(t, 0, exitCode(c0.Wait()), e0.String())
+	assert.NotEqual(t, 0, clitest.ExitCode(c0.Wait()), e0.String())
 }
 
 // launcherRun runs hashsync check under a real launcher and checks rank

@@ -198,7 +198,7 @@ func TestSyncMismatch(t *testing.T) {
 			return fileReader(t, files[r])
 		})
 		for r, p := range ps {
-			assert.Equal(t, 2, exitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
+			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
 			assert.Contains(t, p.stderr.String(), "1001 rows", "rank %d", r)
 		}
 		assert.Contains(t, ps[0].stderr.String(), "rank 1 has tensor")
@@ -219,7 +219,7 @@ func TestSyncMismatch(t *testing.T) {
 			ps = append(ps, p)
 		}
 		for r, p := range ps {
-			assert.Equal(t, 2, exitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
+			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
 			assert.Contains(t, p.stderr.String(), "seed", "rank %d", r)
 		}
 		assert.Contains(t, ps[0].stderr.String(), "rank 2 has seed 9")
@@ -235,7 +235,7 @@ func TestSyncMismatch(t *testing.T) {
 			return fileReader(t, files[r])
 		})
 		for r, p := range ps {
-			assert.Equal(t, 2, exitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
+			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
 			assert.Contains(t, p.stderr.String(), "end of its input", "rank %d", r)
 		}
 	})
@@ -288,7 +288,7 @@ func TestSyncDeadRank(t *testing.T) {
 		if r == 2 {
 			continue
 		}
-		assert.Equal(t, 3, exitCode(err), "rank %d: %s", r, p.stderr.String())
+		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.stderr.String())
 		assert.Contains(t, p.stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
 	}
 	assert.Less(t, time.Since(killed), 20*time.Second)

@@ -116,16 +116,6 @@ func startRun(t *testing.T, ctx context.Context, world int, args func(r int) []s
 	return procs
 }
 
-func exitCode(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
-
 func (p *proc) rep(t *testing.T) report {
 	t.Helper()
 	b, err := os.ReadFile(p.report)
@@ -483,7 +473,7 @@ func TestStoppedRankDropped(t *testing.T) {
 	}
 	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGCONT))
 	err := procs[victim].cmd.Wait()
-	assert.Equal(t, 3, exitCode(err), procs[victim].stderr.String())
+	assert.Equal(t, 3, clitest.ExitCode(err), procs[victim].stderr.String())
 	assert.Contains(t, procs[victim].stderr.String(), "dropped")
 }
 
