@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"trainwire.dev/tools/straggle/internal/sim"
 )
 
 func (e *Engine) startController(takeover bool) {
@@ -127,7 +129,7 @@ func (e *Engine) controller(takeover bool) {
 		counter++
 		g.next, g.probed, g.initiator = counter, nil, -1
 		c := candidates(g)
-		for _, i := range sampleIdx(rng, len(c), e.cfg.Probes) {
+		for _, i := range sim.Sample(rng, len(c), e.cfg.Probes) {
 			probe(g, c[i])
 		}
 	}
@@ -362,7 +364,7 @@ func (e *Engine) controller(takeover bool) {
 				}
 				if g.initiator < 0 && len(g.probed) == 0 {
 					if c := candidates(g); len(c) > 0 {
-						for _, i := range sampleIdx(rng, len(c), e.cfg.Probes) {
+						for _, i := range sim.Sample(rng, len(c), e.cfg.Probes) {
 							probe(g, c[i])
 						}
 					}
@@ -458,18 +460,4 @@ func keys(m map[int]bool) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// sampleIdx returns k distinct indices of 0..n-1 (partial Fisher–Yates).
-func sampleIdx(rng *rand.Rand, n, k int) []int {
-	k = min(k, n)
-	p := make([]int, n)
-	for i := range p {
-		p[i] = i
-	}
-	for i := range k {
-		j := i + rng.IntN(n-i)
-		p[i], p[j] = p[j], p[i]
-	}
-	return p[:k]
 }
