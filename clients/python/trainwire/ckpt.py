@@ -183,15 +183,19 @@ class Agent:
         self.send({"op": "wait", "iter": it, "wait": timeout})
         return int(self.recv()[0]["committed"])
 
-    def restore_shm(self, use, it=None):
-        """Maps the restored shard read-only and calls use(memoryview); returns (iter, source)."""
-        meta = {"op": "restore", "mode": "shm"}
+    def _restore(self, mode, it):
+        """Asks for iteration it (the latest committed when None) in mode; returns (meta, frames)."""
+        meta = {"op": "restore", "mode": mode}
         if it is None:
             meta["latest"] = "1"
         else:
             meta["iter"] = it
         self.send(meta)
-        m, _ = self.recv()
+        return self.recv()
+
+    def restore_shm(self, use, it=None):
+        """Maps the restored shard read-only and calls use(memoryview); returns (iter, source)."""
+        m, _ = self._restore("shm", it)
         size = int(m["len"])
         if size:
             fd = os.open(m["path"], os.O_RDONLY)
@@ -213,13 +217,7 @@ class Agent:
         return int(m["iter"]), m["source"]
 
     def restore_frames(self, it=None):
-        meta = {"op": "restore", "mode": "frames"}
-        if it is None:
-            meta["latest"] = "1"
-        else:
-            meta["iter"] = it
-        self.send(meta)
-        m, frames = self.recv()
+        m, frames = self._restore("frames", it)
         return int(m["iter"]), m["source"], frames
 
     def status(self):

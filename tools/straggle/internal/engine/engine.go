@@ -650,15 +650,21 @@ func (e *Engine) finish(ctx context.Context) error {
 	}
 }
 
+// waitInput blocks until a gradient is pending, the input has ended or
+// ctx is done (its error).
+func (e *Engine) waitInput(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.pending) == 0 && !e.ended && ctx.Err() == nil {
+		e.cond.Wait()
+	}
+	return ctx.Err()
+}
+
 func (e *Engine) groupRounds(ctx context.Context) error {
 	for k := uint64(1); e.cfg.Rounds == 0 || k <= uint64(e.cfg.Rounds); k++ {
-		e.mu.Lock()
-		for len(e.pending) == 0 && !e.ended && ctx.Err() == nil {
-			e.cond.Wait()
-		}
-		e.mu.Unlock()
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := e.waitInput(ctx); err != nil {
+			return err
 		}
 		// Input ended: join the remaining rounds with null gradients.
 		g, nacc, st := e.take(k)
@@ -729,13 +735,8 @@ func (e *Engine) runAllreduce(ctx context.Context) error {
 	comm := collective.New(e.m, collective.Options{})
 	world := e.m.World()
 	for k := uint64(1); e.cfg.Rounds == 0 || k <= uint64(e.cfg.Rounds); k++ {
-		e.mu.Lock()
-		for len(e.pending) == 0 && !e.ended && ctx.Err() == nil {
-			e.cond.Wait()
-		}
-		e.mu.Unlock()
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := e.waitInput(ctx); err != nil {
+			return err
 		}
 		g, nacc, st := e.take(k)
 		v := make([]float32, e.cfg.Dim+2)
