@@ -49,6 +49,19 @@ def emit(**kw):
     print(json.dumps(kw), flush=True)
 
 
+def state_copier(sd):
+    """A restore_shm callback that copies the shard's bytes into the state's tensors, in order."""
+    def copy_out(buf):
+        src = np.frombuffer(buf, dtype=np.uint8)
+        off = 0
+        for t in sd.values():
+            n = t.numel() * 4
+            np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
+            off += n
+        del src
+    return copy_out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -71,14 +84,7 @@ def main():
         for t in sd.values():
             t.zero_()
 
-        def copy_out(buf):
-            src = np.frombuffer(buf, dtype=np.uint8)
-            off = 0
-            for t in sd.values():
-                n = t.numel() * 4
-                np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
-                off += n
-            del src
+        copy_out = state_copier(sd)
         t0 = time.perf_counter()
         it, src = agent.restore_shm(copy_out)
         t_peer = time.perf_counter() - t0
@@ -126,14 +132,7 @@ def main():
     for t in sd.values():
         t.zero_()
 
-    def copy_out(buf):
-        src = np.frombuffer(buf, dtype=np.uint8)
-        off = 0
-        for t in sd.values():
-            n = t.numel() * 4
-            np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
-            off += n
-        del src
+    copy_out = state_copier(sd)
     barrier(a.dir, "rs", a.rank, a.world)
     t0 = time.perf_counter()
     it, src = agent.restore_shm(copy_out)
