@@ -216,6 +216,12 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 	if runErr != nil && !(errors.Is(runErr, context.Canceled) && rio.Ctx.Err() == nil) {
 		return runErr
 	}
+	// A rank the job dropped (stopped past the heartbeats) can resume, see
+	// every peer gone before it reads rank 0's verdict, take over as
+	// controller and finish alone: its results are not the job's (exit 3).
+	if err := m.Err(); err != nil {
+		return err
+	}
 	if err := out.w.Close(); err != nil {
 		return err
 	}
