@@ -285,6 +285,12 @@ func (m *Mesh) verdict() *verdict {
 	return m.verdictV
 }
 
+// Aborted returns a channel closed when the job is aborted (a verdict
+// from rank 0, this rank's own, or Abort): then Err names the failed rank.
+// A role that waits on something other than the mesh's operations selects
+// on it so that a job that dropped this rank never leaves it waiting.
+func (m *Mesh) Aborted() <-chan struct{} { return m.aborted }
+
 // Err returns nil while the mesh is usable, the job-wide failure once it
 // has been aborted (a *PeerError naming the failed rank), or ErrClosed
 // after Close.

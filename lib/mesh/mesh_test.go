@@ -263,6 +263,11 @@ func TestAbort(t *testing.T) {
 	ms := meshtest.Open(t, 3, nil)
 	done := make(chan error)
 	go func() { done <- ms[0].Recv(2, 1, make([]byte, 4)) }()
+	select {
+	case <-ms[2].Aborted():
+		t.Fatal("Aborted closed before any abort")
+	default:
+	}
 	ms[1].Abort(context.Canceled)
 	err := <-done
 	var pe *mesh.PeerError
@@ -270,6 +275,14 @@ func TestAbort(t *testing.T) {
 	require.Equal(t, 1, pe.Rank)
 	require.Contains(t, err.Error(), "context canceled")
 	require.Error(t, ms[2].Send(0, 1, nil))
+	for r, m := range ms {
+		select {
+		case <-m.Aborted():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("rank %d: Aborted not closed after the abort", r)
+		}
+		require.ErrorAs(t, m.Err(), &pe, "rank %d", r)
+	}
 }
 
 func TestGracefulCloseOrder(t *testing.T) {

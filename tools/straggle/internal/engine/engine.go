@@ -246,6 +246,18 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.mu.Unlock()
 	})
 	defer stopCtx()
+	// A job that dropped this rank (the mesh's verdict, read after the
+	// peers' connections closed) ends every role, whatever it waits on.
+	go func() {
+		select {
+		case <-e.m.Aborted():
+			e.fail(e.m.Err())
+			e.mu.Lock()
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		case <-e.stopped:
+		}
+	}()
 	switch e.cfg.Mode {
 	case ModeAllreduce:
 		return e.runAllreduce(ctx)
@@ -297,7 +309,9 @@ func (e *Engine) onDead(r int, err error) {
 		case <-e.t.stop:
 		}
 	}
-	if e.cfg.Mode == ModeRNA && r == int(e.ctrl.Load()) {
+	// The controller is gone (now, or earlier with the successor then
+	// chosen gone since): the lowest live worker takes over.
+	if c := int(e.ctrl.Load()); e.cfg.Mode == ModeRNA && c != e.rank && e.t.isDead(c) {
 		next := -1
 		for _, w := range e.cfg.Workers {
 			if !e.t.isDead(w) {
@@ -306,7 +320,7 @@ func (e *Engine) onDead(r int, err error) {
 			}
 		}
 		if next == e.rank {
-			e.log.Warn("straggle: controller gone; this rank takes over", "old_controller", r)
+			e.log.Warn("straggle: controller gone; this rank takes over", "old_controller", c)
 			e.ctrl.Store(int32(e.rank))
 			e.startController(true)
 		}
