@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/crc32c"
 	"trainwire.dev/tools/ckpt/internal/store"
 	"trainwire.dev/tools/ckpt/internal/tier"
 )
@@ -193,7 +194,7 @@ func (r *Remote) Fetch(ctx context.Context, h, owner int, iter int64, w io.Write
 			return tier.Fetched{}, err
 		}
 		_, _ = hx.Write(b)
-		crc = crc32.Update(crc, castagnoli, b)
+		crc = crc32c.Combine(crc, rh.crc, rh.n) // the shard's CRC without a second pass
 		next += rh.n
 		if progress != nil {
 			progress(next)
