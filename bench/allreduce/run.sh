@@ -23,12 +23,10 @@
 # any result was incorrect.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-PY=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HASHSYNC="${HASHSYNC:-$ROOT/bin/hashsync}"
 GLOO="$ROOT/bench/allreduce/gloo_allreduce.py"
 TABLE="$ROOT/bench/allreduce/table.py"
-CLUSTER="$ROOT/bench/cluster.sh"
 SIZES="${SIZES:-1MiB,4MiB,16MiB,64MiB,256MiB}"
 WORLD="${WORLD:-4}"
 OUT_DIR="${OUT_DIR:-$ROOT/out/bench}"
@@ -38,8 +36,6 @@ MIN_ITERS="${MIN_ITERS:-2}"
 MAX_ITERS="${MAX_ITERS:-50}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-600}"
 
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; exit 2; }
-log() { echo "run.sh: $*" >&2; }
 
 do_loopback=1
 do_cluster=0
@@ -62,19 +58,6 @@ done
 [[ "$WORLD" =~ ^[0-9]+$ ]] && [ "$WORLD" -ge 2 ] || { log "WORLD must be >= 2"; exit 2; }
 
 size_bytes() { "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import gloo_allreduce as g; print(g.parse_size(sys.argv[2]))' "$ROOT/bench/allreduce" "$1"; }
-
-# --- cleanup --------------------------------------------------------------------------------
-PIDS=()
-CLUSTER_UP=0
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-  if [ "$CLUSTER_UP" = 1 ]; then "$CLUSTER" down || true; CLUSTER_UP=0; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- what runs -------------------------------------------------------------------------------
 impls=()
@@ -193,15 +176,11 @@ if [ "$do_loopback" = 1 ]; then
 fi
 
 if [ "$do_cluster" = 1 ]; then
-  [ "$(id -u)" = 0 ] || { log "--cluster needs root"; exit 1; }
-  "$CLUSTER" up "$WORLD" "$RATE" >&2
-  CLUSTER_UP=1
-  export TRAINWIRE_TOKEN="${TRAINWIRE_TOKEN:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+  cluster_up "$WORLD" "$RATE"
   run_env "cluster-$RATE" "$CLUSTER_BUDGET"
   "$PY" "$TABLE" --env "cluster-$RATE" --world "$WORLD" --rate "$RATE" \
     "$OUT_DIR/allreduce-cluster-$RATE.jsonl" | tee -a "$OUT_DIR/allreduce-table.txt"
-  "$CLUSTER" down
-  CLUSTER_UP=0
+  cluster_down
 fi
 
 [ "$have_ours" = 1 ] || [ "$only" = gloo ] || log "note: ours was not measured (no 'hashsync check')"

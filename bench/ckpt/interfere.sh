@@ -14,14 +14,10 @@
 # time-based schedule), TIMELINE (set: the agents write --timeline files to OUT_DIR/logs and
 # bench/ckpt/timeline.py prints the checkpoint bytes on the links during each allreduce).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-if [ "${TW_CKPT_LOCKED:-}" != 1 ]; then
-  exec env TW_CKPT_LOCKED=1 flock /tmp/tw-cluster.lock "$0" "$@"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 RATE="${1:-200mbit}"
-PY=/usr/bin/python3
 CKPT="${CKPT:-$ROOT/bin/ckpt}"
-CL="$ROOT/bench/cluster.sh"
+CL="$CLUSTER"
 OUT_DIR="${OUT_DIR:-$ROOT/out/bench}"
 GRAD="${GRAD:-4194304}"; STATE="${STATE:-14680064}"; A="${A:-0.4}"; B="${B:-0.4}"
 ITERS="${ITERS:-10}"; WARM="${WARM:-6}"
@@ -30,10 +26,8 @@ N=4
 mkdir -p "$OUT_DIR/logs"
 WORK="$(mktemp -d /tmp/ckpt-interfere.XXXXXX)"
 RES="$OUT_DIR/ckpt-interfere.jsonl"; : >"$RES"
-cleanup() { "$CL" down >/dev/null 2>&1 || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-"$CL" down >/dev/null 2>&1 || true
-"$CL" up "$N" "$RATE" >/dev/null
+on_exit 'rm -rf "$WORK"'
+cluster_up "$N" "$RATE"
 # B for Algorithm 6.2: the TCP goodput of a shaped link, about 85% of its rate here (LINK_SHARE).
 BPS=$(awk -v r="$RATE" -v f="${LINK_SHARE:-0.85}" 'BEGIN{ n=r+0; u=substr(r, length(n "")+1); m=(u=="gbit")?1e9/8:(u=="mbit")?1e6/8:1e3/8; printf "%.0f", n*m*f }')
 PEERS=""; for i in $(seq 0 $((N-1))); do PEERS="$PEERS${PEERS:+,}$("$CL" addr "$i"):29700"; done

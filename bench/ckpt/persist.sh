@@ -7,16 +7,14 @@
 # Environment: CKPT (default <repo>/bin/ckpt), STATE per rank (default 256MiB), WORLD (4),
 # DIR (the persistent directory; default a temp dir on $TMPDIR's file system).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 CKPT="${CKPT:-$ROOT/bin/ckpt}"
 STATE="${STATE:-256MiB}"
 WORLD="${WORLD:-4}"
-[ -x "$CKPT" ] || { echo "persist.sh: $CKPT not built (make build, or CKPT=...)" >&2; exit 1; }
+[ -x "$CKPT" ] || { log "$CKPT not built (make build, or CKPT=...)"; exit 1; }
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ckpt-persist.XXXXXX")"
 DIR="${DIR:-$WORK/persistent}"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+on_exit 'rm -rf "$WORK"'
 export TRAINWIRE_TOKEN=bench-$RANDOM$RANDOM
 bytes=$(/usr/bin/python3 -c "import sys; s='$STATE'; m={'KiB':1<<10,'MiB':1<<20,'GiB':1<<30}; print(int(s[:-3])*m[s[-3:]])")
 peers=$(for ((r = 0; r < WORLD; r++)); do /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print("127.0.0.1:%d" % s.getsockname()[1])'; done | paste -sd,)

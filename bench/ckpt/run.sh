@@ -17,8 +17,7 @@
 # of two slots in the agent, torch.load's copy) and as much free disk for torch.save's files.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-PY=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 CKPT="${CKPT:-$ROOT/bin/ckpt}"
 OUT_DIR="${OUT_DIR:-$ROOT/out/bench}"
 STATE="${STATE:-512MiB}"
@@ -30,17 +29,15 @@ while [ $# -gt 0 ]; do
     --state) STATE="$2"; shift ;;
     --iters) ITERS="$2"; shift ;;
     --world) WORLD="$2"; shift ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
-    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) usage ;;
+    *) log "unknown argument $1"; exit 2 ;;
   esac
   shift
 done
-[ -x "$CKPT" ] || { echo "run.sh: $CKPT not built (make build, or CKPT=...)" >&2; exit 1; }
+[ -x "$CKPT" ] || { log "$CKPT not built (make build, or CKPT=...)"; exit 1; }
 mkdir -p "$OUT_DIR/logs"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ckpt-bench.XXXXXX")"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+on_exit 'rm -rf "$WORK"'
 
 port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PEERS=""

@@ -27,19 +27,15 @@
 # $OUT_DIR/hashsync/; rank logs in $OUT_DIR/hashsync/logs. Exit 1 if a launch failed.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-PY=/usr/bin/python3
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HASHSYNC="${HASHSYNC:-$ROOT/bin/hashsync}"
 PEERS="$ROOT/bench/hashsync/torch_peers.py"
 TABLE="$ROOT/bench/hashsync/table.py"
-CLUSTER="$ROOT/bench/cluster.sh"
 OUT_DIR="${OUT_DIR:-$ROOT/out/bench}"
 W="$OUT_DIR/hashsync"
 RUN_TIMEOUT="${RUN_TIMEOUT:-600}"
 SCHEMES="${SCHEMES:-zen bp-coo agsparse sparcml sparse-ps omnireduce hitopk dense auto}"
 
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; exit 2; }
-log() { echo "run.sh: $*" >&2; }
 
 do_loopback=1
 do_cluster=0
@@ -60,17 +56,6 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$HASHSYNC" ] || { log "no $HASHSYNC (build it: go build -o bin/ trainwire.dev/tools/hashsync)"; exit 1; }
 
-PIDS=()
-CLUSTER_UP=0
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-  if [ "$CLUSTER_UP" = 1 ]; then "$CLUSTER" down || true; CLUSTER_UP=0; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 mkdir -p "$W/logs"
 FAILED=0
@@ -197,19 +182,11 @@ if [ "$do_loopback" = 1 ]; then
 fi
 
 if [ "$do_cluster" = 1 ]; then
-  [ "$(id -u)" = 0 ] || { log "--cluster needs root"; exit 1; }
-  exec 9>/tmp/tw-cluster.lock
-  log "waiting for /tmp/tw-cluster.lock"
-  flock 9
   maxw=4
   for n in ${WORLDS//,/ }; do [ "$n" -gt "$maxw" ] && maxw="$n"; done
-  "$CLUSTER" up "$maxw" "$RATE" >&2
-  CLUSTER_UP=1
-  export TRAINWIRE_TOKEN="${TRAINWIRE_TOKEN:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+  cluster_up "$maxw" "$RATE"
   run_env "cluster-$RATE"
-  "$CLUSTER" down
-  CLUSTER_UP=0
-  flock -u 9
+  cluster_down
 fi
 log "tables in $OUT_DIR/hashsync-table.txt"
 exit "$FAILED"
