@@ -226,3 +226,39 @@ func TestE2ELostGroupPersistent(t *testing.T) {
 		c.restore(r, shard(r, 1, small), 1, "from persistent storage")
 	}
 }
+
+// A persistent directory that cannot take the bytes (here RLIMIT_FSIZE:
+// "file too large", as a full disk gives "no space left") is this
+// machine's failure, not the agents': exit 1 naming the file, no other
+// holder tried, nothing published, no temporary directory left, and the
+// next run with room persists the same iteration.
+func TestE2EPersistDiskFailure(t *testing.T) {
+	c := newCluster(t, 2, "--m", "2", "--buffer", "1MiB")
+	dir := filepath.Join(t.TempDir(), "persistent")
+	c.saveAll(1, allRanks(2), func(r int) []byte { return shard(r, 1, small) }, "--format", "raw")
+	for r := 0; r < 2; r++ {
+		c.waitCommitted(r, 1)
+	}
+	// ulimit -f counts KiB: half a shard fits, the catalog's files fit.
+	cmd := exec.Command("bash", append([]string{"-c", `ulimit -f 512 && exec "$0" "$@"`, c.bin}, c.persistArgs(dir)...)...)
+	cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e-token")
+	_, stderr, code := clitest.Run(t, cmd)
+	if code != 1 || !strings.Contains(stderr, "writing rank 0's shard of iteration 1 to ") || !strings.Contains(stderr, "file too large") {
+		t.Fatalf("persist into a directory that cannot hold a shard: exit %d (want 1, the disk's failure): %s", code, stderr)
+	}
+	if strings.Contains(stderr, "from rank 1") {
+		t.Fatalf("persist tried another holder after its own disk failed: %s", stderr)
+	}
+	if its := c.lsIters(dir); its != "" {
+		t.Fatalf("a failed persist published iterations %q", its)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(left) != 0 {
+		t.Fatalf("a failed persist left %v", left)
+	}
+	if s := c.persist(dir); !strings.Contains(s, "persisted iteration 1 (2 shards") {
+		t.Fatalf("persist with room says %q", s)
+	}
+	for r := 0; r < 2; r++ {
+		c.restorePersistent(dir, r, shard(r, 1, small), 1)
+	}
+}

@@ -86,8 +86,11 @@ func (c *PersistCmd) Run(rio *cli.IO) (err error) {
 	bar := newBar(rio.Stderr, c.Progress, "persist")
 	res, err = tier.Persist(rio.Ctx, c.Dir, rem, tier.Options{Run: run, Tags: c.Tag, Rate: rate, Progress: bar.set})
 	bar.done()
-	if err != nil {
+	if errors.Is(err, tier.ErrUnavailable) {
 		return cli.WithCode(cli.ExitPeer, err)
+	}
+	if err != nil {
+		return err // the persistent directory: exit 1, the checkpoint is still in memory
 	}
 	if res.Skipped {
 		fmt.Fprintf(rio.Stderr, "ckpt: iteration %d is already persisted in %s; nothing to do\n", res.Iter, c.Dir)

@@ -135,12 +135,37 @@ func Named(c *catalog.Catalog) (map[int64]bool, []*catalog.Manifest, error) {
 	return named, all, nil
 }
 
+// ErrUnavailable marks a Persist failure on the agents' side: they have
+// no committed checkpoint, cannot be reached, or no live holder could
+// send some rank's shard. Failures of the persistent directory itself
+// (disk full, permissions, the catalog) are not marked: the checkpoint is
+// still in the agents' memory, and the fix is on this machine.
+var ErrUnavailable = errors.New("the agents could not provide a complete committed checkpoint")
+
+type unavailable struct{ error }
+
+// agentsErr marks err as the agents' unless ctx was cancelled (an
+// interrupted run is neither the agents' fault nor the disk's).
+func agentsErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return unavailable{err}
+}
+
+func (u unavailable) Unwrap() error        { return u.error }
+func (u unavailable) Is(target error) bool { return target == ErrUnavailable }
+
+// rateWriter paces writes to w at rate bytes per second (0: unpaced) and
+// keeps the first error of w itself (werr), so a failing disk is told
+// apart from a failing sender.
 type rateWriter struct {
 	w     io.Writer
 	rate  float64
 	start time.Time
 	n     int64
 	ctx   context.Context
+	werr  error
 }
 
 func (r *rateWriter) Write(p []byte) (int, error) {
@@ -152,6 +177,7 @@ func (r *rateWriter) Write(p []byte) (int, error) {
 		written += n
 		r.n += int64(n)
 		if err != nil {
+			r.werr = err
 			return written, err
 		}
 		p = p[n:]
@@ -169,11 +195,14 @@ func (r *rateWriter) Write(p []byte) (int, error) {
 
 // Persist writes the latest committed checkpoint of every rank to dir and
 // publishes it in the catalog. The caller holds the lock. If the catalog
-// already names that iteration, it does nothing (idempotent).
+// already names that iteration, it does nothing (idempotent). An error
+// that is the agents' (see ErrUnavailable) matches errors.Is(err,
+// ErrUnavailable); a failure to write dir stops at once, without trying
+// the next holder, and publishes nothing.
 func Persist(ctx context.Context, dir string, src Source, o Options) (Result, error) {
 	iter, where, err := src.Latest(ctx)
 	if err != nil {
-		return Result{}, err
+		return Result{}, agentsErr(ctx, err)
 	}
 	c, err := catalog.Open(dir, CatalogWait)
 	if err != nil {
@@ -206,20 +235,27 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 		for _, h := range hs {
 			f, err := os.Create(path)
 			if err != nil {
+				_ = os.RemoveAll(tmp)
 				return Result{}, err
 			}
-			rw.w = f
+			rw.w, rw.werr = f, nil
 			prog := func(n int64) {
 				if o.Progress != nil {
 					o.Progress(base + n)
 				}
 			}
 			got, err = src.Fetch(ctx, h, owner, iter, rw, prog)
+			local := rw.werr // the disk failed, not the sender
 			if err == nil {
-				err = f.Sync()
+				local = f.Sync()
+				err = local
 			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			if cerr := f.Close(); err == nil && cerr != nil {
+				local, err = cerr, cerr
+			}
+			if local != nil {
+				_ = os.RemoveAll(tmp)
+				return Result{}, fmt.Errorf("writing rank %d's shard of iteration %d to %s: %w", owner, iter, path, local)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("from rank %d: %w", h, err))
@@ -233,7 +269,7 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 		}
 		if !ok {
 			_ = os.RemoveAll(tmp)
-			return Result{}, fmt.Errorf("rank %d's shard of iteration %d: %w", owner, iter, errors.Join(errs...))
+			return Result{}, agentsErr(ctx, fmt.Errorf("rank %d's shard of iteration %d: %w", owner, iter, errors.Join(errs...)))
 		}
 		base += got.Len
 		m.Bytes += got.Len
