@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
 .PHONY: all deps build test test-go test-race-short test-python fuzz fuzz-short bench demo lint race clean \
-	deps-cuda cuda cuda-test-bins ptx test-cudaemu
+	deps-cuda cuda cuda-test-bins ptx test-cudaemu test-gpu-emu
 
 all: build
 
@@ -28,7 +28,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix trainwire.dev/tools/,$(TOOLS))
 
 ## test: unit, property, multi-process and interop tests, then a short fuzz pass
-test: deps build test-go test-race-short test-python fuzz-short
+test: deps build test-go test-race-short test-gpu-emu test-python fuzz-short
 
 test-go:
 	TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS)
@@ -87,10 +87,11 @@ deps-cuda:
 
 CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
 
-## cuda: the CUDA builds of the GPU tools (bin/compressor-cuda); docs/gpu.md
+## cuda: the CUDA builds of the GPU tools (bin/compressor-cuda, bin/hashsync-cuda); docs/gpu.md
 cuda: deps-cuda
 	@mkdir -p $(BIN)
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/compressor-cuda trainwire.dev/tools/compressor
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/hashsync-cuda trainwire.dev/tools/hashsync
 	cd lib && CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) vet -tags cuda ./gpu/
 
 ## cuda-test-bins: what bench/gpu/run.sh needs on a GPU machine (which has no Go), into out/gpu/
@@ -101,8 +102,15 @@ cuda-test-bins: deps-cuda
 ptx: deps-cuda
 	cd lib && $(GO) generate ./gpu/
 
-## test-cudaemu: lib/gpu's CUDA C run on the CPU (g++, one fiber per CUDA thread; ~3 min)
-test-cudaemu:
+## test-gpu-emu: the tools' --device gpu paths end to end (hashsync sync, compressor encode) with
+## the GPU kernels' CUDA C run on the CPU (-tags cudaemu; part of `make test`, ~15 s)
+test-gpu-emu:
+	cd tools/hashsync && $(GO) test -tags cudaemu -count=1 -run 'TestSyncOnDevice|TestDevice' .
+	cd tools/compressor && $(GO) test -tags cudaemu -count=1 -run 'TestDevice' .
+
+## test-cudaemu: lib/gpu's CUDA C run on the CPU (g++, one fiber per CUDA thread; ~3 min), then
+## test-gpu-emu
+test-cudaemu: test-gpu-emu
 	cd lib && $(GO) test -tags cudaemu -run CUDAEmu ./gpu/
 
 clean:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages trainwire's tests, benchmarks and demo need
-# (Debian bookworm). Idempotent: skips apt entirely when everything is present.
+# (Debian bookworm; g++ builds lib/gpu's CUDA C for the CPU in make test-gpu-emu).
+# Idempotent: skips apt entirely when everything is present.
 set -euo pipefail
-pkgs=(openmpi-bin python3-torch python3-msgpack python3-numpy python3-xxhash iproute2 etcd-server)
+pkgs=(openmpi-bin python3-torch python3-msgpack python3-numpy python3-xxhash iproute2 etcd-server g++)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,7 +19,7 @@ RATIO="${RATIO:-0.001}"
 ALGOS="${ALGOS:-}"
 PY="${PY:-python3}"
 mkdir -p "$OUT_DIR"
-for b in gpu.test compressor-cuda.test compressor-cuda; do
+for b in gpu.test compressor-cuda.test compressor-cuda hashsync-cuda.test hashsync-cuda hashsync; do
   [[ -x "$BIN/$b" ]] || { echo "run.sh: $BIN/$b missing: run bench/gpu/build.sh where Go is" >&2; exit 1; }
 done
 nvidia-smi -L >&2 || true
@@ -35,6 +35,11 @@ echo "== parity: compressor encode --device gpu vs --device cpu" >&2
 (cd "$ROOT/tools/compressor" && "$BIN/compressor-cuda.test" -test.v -test.run 'TestDevice' >"$OUT_DIR/compressor-gpu.log" 2>&1) || rc=$?
 grep -E '^(--- |FAIL|PASS|ok)' "$OUT_DIR/compressor-gpu.log" >&2 || true
 [[ $rc == 0 ]] || { echo "run.sh: compressor --device gpu parity FAILED, exit $rc (see $OUT_DIR/compressor-gpu.log)" >&2; exit 1; }
+
+echo "== parity: hashsync sync --device gpu (ranks 0 and 2 on the GPU, rank 1 on the CPU) vs hashsync ref" >&2
+(cd "$ROOT/tools/hashsync" && TRAINWIRE_BIN="$BIN" "$BIN/hashsync-cuda.test" -test.v -test.run 'TestSyncOnDevice|TestDevice' >"$OUT_DIR/hashsync-gpu.log" 2>&1) || rc=$?
+grep -E '^(--- |FAIL|PASS|ok)' "$OUT_DIR/hashsync-gpu.log" >&2 || true
+[[ $rc == 0 ]] || { echo "run.sh: hashsync --device gpu parity FAILED, exit $rc (see $OUT_DIR/hashsync-gpu.log)" >&2; exit 1; }
 
 echo "== benchmark: SIZES=$SIZES ITERS=$ITERS RATIO=$RATIO" >&2
 RAW="$OUT_DIR/gpu.jsonl"

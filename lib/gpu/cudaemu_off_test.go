@@ -5,3 +5,5 @@ package gpu
 import "testing"
 
 func cudaEmuDevice(t *testing.T) *Device { return nil }
+
+const emulated = false

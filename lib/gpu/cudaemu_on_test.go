@@ -105,3 +105,5 @@ func TestCUDAEmu(t *testing.T) {
 		}
 	})
 }
+
+const emulated = true

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
@@ -46,28 +44,11 @@ func (g *gpuEncoder) Close() {
 	g.dev.Close()
 }
 
-// parseDevice reads --device: cpu, gpu (GPU 0) or gpu:N.
-func parseDevice(s string) (isGPU bool, ordinal int, err error) {
-	switch {
-	case s == "" || s == "cpu":
-		return false, 0, nil
-	case s == "gpu":
-		return true, 0, nil
-	case strings.HasPrefix(s, "gpu:"):
-		n, err := strconv.Atoi(s[4:])
-		if err != nil || n < 0 {
-			return false, 0, fmt.Errorf("--device %q: want cpu, gpu or gpu:N", s)
-		}
-		return true, n, nil
-	}
-	return false, 0, fmt.Errorf("--device %q: want cpu, gpu or gpu:N", s)
-}
-
 // newEncoder builds the encoder --device asks for. A GPU in a binary
 // built without -tags cuda, or a codec or memory without GPU kernels, is
 // a usage error (exit 80).
 func (c *EncodeCmd) newEncoder(rio *cli.IO) (frameEncoder, error) {
-	isGPU, ord, err := parseDevice(c.Device)
+	isGPU, ord, err := gpu.ParseDevice(c.Device)
 	if err != nil {
 		return nil, cli.WithCode(cli.ExitUsage, err)
 	}

@@ -44,11 +44,19 @@ type proc struct {
 func syncRanks(t *testing.T, ctx context.Context, world int, stdin func(r int) io.Reader, args ...string) []*proc {
 	t.Helper()
 	bin := clitest.Binary(t, "hashsync")
+	return syncRanksWith(t, ctx, world, func(int) (string, []string) { return bin, nil }, stdin, args...)
+}
+
+// syncRanksWith is syncRanks with rank r running binary and extra flags
+// of its own: rankCmd(r).
+func syncRanksWith(t *testing.T, ctx context.Context, world int, rankCmd func(r int) (string, []string), stdin func(r int) io.Reader, args ...string) []*proc {
+	t.Helper()
 	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
 	ps := make([]*proc, world)
 	for r := range world {
 		p := &proc{}
-		a := append([]string{"sync", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master, "--timeout", "20s"}, args...)
+		bin, extra := rankCmd(r)
+		a := append(append([]string{"sync", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master, "--timeout", "20s"}, args...), extra...)
 		p.cmd = exec.CommandContext(ctx, bin, a...)
 		if stdin != nil {
 			p.cmd.Stdin = stdin(r)

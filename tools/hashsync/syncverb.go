@@ -45,6 +45,7 @@ type SyncCmd struct {
 	Output       string       `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
 	Barrier      bool         `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
 	CPUProfile   string       `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
+	Device       string       `help:"Where zen's hashing (Algorithm 1) runs: cpu, gpu or gpu:N (GPU N; binaries built with -tags cuda, bin/hashsync-cuda). Results are the same; ranks may differ." default:"cpu" env:"TRAINWIRE_HASHSYNC_DEVICE"`
 }
 
 // Run synchronizes every tensor of stdin and writes the sums to stdout.
@@ -67,6 +68,13 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	}
 	if err := cfg.Check(env.World); err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
+	}
+	dev, err := c.openDevice()
+	if err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if dev != nil {
+		defer dev.Close()
 	}
 	if c.CPUProfile != "" {
 		f, err := os.Create(c.CPUProfile)
@@ -105,6 +113,10 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	s, err := scheme.New(rio.Ctx, m, cfg)
 	if err != nil {
 		return err
+	}
+	if dev != nil {
+		s.UseHasher(&gpuHasher{dev: dev})
+		rio.Log.Info("sync: hashing on the GPU", "device", dev.Name(), "scheme", c.Scheme)
 	}
 	rank := m.Rank()
 	rio.Log.Debug("sync: mesh up", "rank", rank, "world", m.World(), "scheme", c.Scheme, "transport", m.Transport())

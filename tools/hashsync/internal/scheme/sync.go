@@ -86,6 +86,21 @@ func (c Config) Check(n int) error {
 	return nil
 }
 
+// Hasher partitions a tensor's row indices by h0 through Algorithm 1,
+// zen's push partition. The default is lib/zen's hasher on the CPU;
+// `hashsync sync --device gpu` passes one on the GPU (UseHasher). Every
+// Hasher must put the same set of positions in each part (Algorithm 1's
+// sets do not depend on who wins a compare-and-swap); the order within a
+// part is free: the servers sum each row in rank order whatever order
+// the rows come in.
+type Hasher interface {
+	Hash(idx []uint32, cfg zen.HashConfig) (*zen.Parts, error)
+}
+
+// UseHasher makes zen's push partition (with Partitioner "hash") run on
+// h. Ranks may differ in this: the results do not.
+func (s *Syncer) UseHasher(h Hasher) { s.hasher = h }
+
 // Syncer synchronizes tensors over a mesh, one after the other; all ranks
 // must pass tensors of the same names and shapes in the same order.
 type Syncer struct {
@@ -99,7 +114,7 @@ type Syncer struct {
 	meta  *mesh.Phase
 	ph    map[string]*mesh.Phase
 
-	hasher   zen.Hasher
+	hasher   Hasher
 	bucketer zen.Bucketer
 	residual map[string][]float32 // hitopk error feedback, per tensor
 	union    []uint64             // syncPS rows pushed to this server, by position, reused
@@ -132,7 +147,8 @@ func New(ctx context.Context, m *mesh.Mesh, cfg Config) (*Syncer, error) {
 		seeds: zen.DefaultSeeds(cfg.Seed, cfg.K), meta: m.Phase("meta"), ph: map[string]*mesh.Phase{},
 		residual: map[string][]float32{}, auto: map[string]*autoState{},
 		runIdx: make([][]uint32, m.World()), posBuf: make([][]int32, m.World()),
-		dupBits: make([][]uint64, m.World()), order: make([][]int32, m.World())}
+		dupBits: make([][]uint64, m.World()), order: make([][]int32, m.World()),
+		hasher: &zen.Hasher{}}
 	if err := s.handshake(); err != nil {
 		return nil, err
 	}
