@@ -93,6 +93,8 @@ cuda: deps-cuda
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/compressor-cuda trainwire.dev/tools/compressor
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/hashsync-cuda trainwire.dev/tools/hashsync
 	cd lib && CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) vet -tags cuda ./gpu/
+	cd tools/hashsync && CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) vet -tags cuda .
+	cd tools/compressor && CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) vet -tags cuda .
 
 ## cuda-test-bins: what bench/gpu/run.sh needs on a GPU machine (which has no Go), into out/gpu/
 cuda-test-bins: deps-cuda
