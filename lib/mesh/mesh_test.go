@@ -15,28 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"trainwire.dev/lib/cli/clitest"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
 	"trainwire.dev/lib/mesh/meshtest"
 )
-
-// syncBuf is a bytes.Buffer safe for concurrent loggers.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func payload(from, to, n int) []byte {
 	b := make([]byte, n)
@@ -288,7 +271,7 @@ func TestAbort(t *testing.T) {
 func TestGracefulCloseOrder(t *testing.T) {
 	// Rank 0 finishes first; the others keep talking, then close: nobody
 	// reports a failure.
-	logs := &syncBuf{}
+	logs := &clitest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ms := meshtest.Open(t, 3, func(c *mesh.Config) { c.Log = log })
 	allPairs(t, ms, 1000)
@@ -303,7 +286,7 @@ func TestGracefulCloseOrder(t *testing.T) {
 }
 
 func TestNonZeroClosesFirst(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &clitest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ms := meshtest.Open(t, 3, func(c *mesh.Config) { c.Log = log })
 	require.NoError(t, ms[2].Close())
@@ -355,7 +338,7 @@ func freePort(t *testing.T) int {
 }
 
 func TestWrongToken(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &clitest.Buffer{}
 	cfgs := meshtest.Config(2, meshtest.Listen(t))
 	cfgs[0].Token = []byte("right")
 	cfgs[0].ConnectTimeout = 1 * time.Second

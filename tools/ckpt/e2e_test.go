@@ -28,23 +28,6 @@ import (
 // These tests run real `ckpt agent` processes (one per rank) on loopback and
 // drive them with real `ckpt save` / `ckpt restore` processes.
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type cluster struct {
 	t     *testing.T
 	bin   string
@@ -54,14 +37,14 @@ type cluster struct {
 	extra []string
 	mu    sync.Mutex
 	procs map[int]*exec.Cmd
-	logs  map[int]*syncBuf
+	logs  map[int]*clitest.Buffer
 	// machine, if set, gives rank r's TRAINWIRE_CKPT_MACHINE.
 	machine map[int]string
 }
 
 func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*syncBuf{}, machine: map[int]string{}}
+	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*clitest.Buffer{}, machine: map[int]string{}}
 	for r := 0; r < n; r++ {
 		c.machine[r] = fmt.Sprintf("machine-%d", r)
 	}
@@ -116,7 +99,7 @@ func (c *cluster) start(r int, peers []string) {
 		cmd.Env = append(cmd.Env, "TRAINWIRE_CKPT_MACHINE="+m)
 	}
 	c.mu.Unlock()
-	lb := &syncBuf{}
+	lb := &clitest.Buffer{}
 	cmd.Stderr, cmd.Stdout = lb, lb
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -609,7 +592,7 @@ func (p *corrupter) serve(in net.Conn) {
 // replica is never marked complete; a retry re-sends it.
 func TestE2ECorruptChunk(t *testing.T) {
 	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: 2, extra: []string{"--m", "2", "--buffer", "1MiB", "--retries", "1"},
-		procs: map[int]*exec.Cmd{}, logs: map[int]*syncBuf{}}
+		procs: map[int]*exec.Cmd{}, logs: map[int]*clitest.Buffer{}}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			_ = p.Process.Kill()

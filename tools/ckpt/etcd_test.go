@@ -37,7 +37,7 @@ func startEtcd(t *testing.T) string {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "tw="+peer,
 		"--heartbeat-interval", "50", "--election-timeout", "500")
-	log := &syncBuf{}
+	log := &clitest.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -54,10 +54,10 @@ func TestSyncOnDevice(t *testing.T) {
 				return bin, nil
 			}, func(r int) io.Reader { return fileReader(t, files[r]) }, append(args, "--seed", "3")...)
 			for r, p := range ps {
-				require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
-				sameTensors(t, ref, frames(t, p.stdout.Bytes()), fmt.Sprintf("rank %d", r))
-				if said := strings.Contains(p.stderr.String(), "hashing on the GPU"); said != onGPU[r] {
-					t.Errorf("rank %d (GPU %v) stderr: %s", r, onGPU[r], p.stderr.String())
+				require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
+				sameTensors(t, ref, frames(t, p.Stdout.Bytes()), fmt.Sprintf("rank %d", r))
+				if said := strings.Contains(p.Stderr.String(), "hashing on the GPU"); said != onGPU[r] {
+					t.Errorf("rank %d (GPU %v) stderr: %s", r, onGPU[r], p.Stderr.String())
 				}
 			}
 		})

@@ -18,25 +18,14 @@ import (
 	"trainwire.dev/lib/cli/clitest"
 )
 
-// rankProc is one rank of hashsync check, a real process.
-type rankProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-}
-
-func startRanks(t *testing.T, ctx context.Context, world int, env []string, args ...string) []*rankProc {
+// startRanks starts world ranks of `hashsync check` with a shared master.
+func startRanks(t *testing.T, ctx context.Context, world int, env []string, args ...string) []*clitest.Proc {
 	t.Helper()
 	bin := clitest.Binary(t, "hashsync")
 	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
-	procs := make([]*rankProc, world)
+	procs := make([]*clitest.Proc, world)
 	for r := range world {
-		p := &rankProc{}
-		a := append([]string{"check", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master}, args...)
-		p.cmd = exec.CommandContext(ctx, bin, a...)
-		p.cmd.Env = append(os.Environ(), env...)
-		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-		require.NoError(t, p.cmd.Start())
-		procs[r] = p
+		procs[r] = clitest.Start(t, ctx, bin, env, nil, append([]string{"check", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master}, args...)...)
 	}
 	return procs
 }
@@ -46,12 +35,12 @@ func TestCheckFourProcesses(t *testing.T) {
 	defer cancel()
 	procs := startRanks(t, ctx, 4, []string{"TRAINWIRE_TOKEN=e2e"}, "--sizes", "4096,1MiB", "--iters", "2", "--format", "json")
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 		if r > 0 {
-			assert.Empty(t, p.stdout.String(), "rank %d wrote to stdout", r)
+			assert.Empty(t, p.Stdout.String(), "rank %d wrote to stdout", r)
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(procs[0].stdout.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(procs[0].Stdout.String()), "\n")
 	require.Len(t, lines, 2)
 	for _, l := range lines {
 		var res map[string]any
@@ -68,15 +57,15 @@ func TestCheckKilledRankIsNamed(t *testing.T) {
 	procs := startRanks(t, ctx, 4, nil, "--sizes", "4MiB", "--iters", "100000", "--timeout", "10s")
 	time.Sleep(1500 * time.Millisecond) // let the mesh form and the loop run
 	const victim = 2
-	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, procs[victim].Cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	for r, p := range procs {
-		err := p.cmd.Wait()
+		err := p.Cmd.Wait()
 		if r == victim {
 			continue
 		}
-		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.stderr.String())
-		assert.Contains(t, p.stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
+		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.Stderr.String())
+		assert.Contains(t, p.Stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
 	}
 	// Every survivor is gone well within its 10 s deadline.
 	assert.Less(t, time.Since(killed), 10*time.Second)

@@ -35,10 +35,8 @@ func genFiles(t *testing.T, dir string, world int, args ...string) []string {
 	return files
 }
 
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-}
+// proc is one rank of hashsync sync, a real process.
+type proc = clitest.Proc
 
 // syncRanks starts world sync processes, rank r reading stdin(r).
 func syncRanks(t *testing.T, ctx context.Context, world int, stdin func(r int) io.Reader, args ...string) []*proc {
@@ -54,16 +52,12 @@ func syncRanksWith(t *testing.T, ctx context.Context, world int, rankCmd func(r 
 	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
 	ps := make([]*proc, world)
 	for r := range world {
-		p := &proc{}
 		bin, extra := rankCmd(r)
-		a := append(append([]string{"sync", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master, "--timeout", "20s"}, args...), extra...)
-		p.cmd = exec.CommandContext(ctx, bin, a...)
+		var in io.Reader
 		if stdin != nil {
-			p.cmd.Stdin = stdin(r)
+			in = stdin(r)
 		}
-		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-		require.NoError(t, p.cmd.Start())
-		ps[r] = p
+		ps[r] = clitest.Start(t, ctx, bin, nil, in, append(append([]string{"sync", "--rank", fmt.Sprint(r), "--world", fmt.Sprint(world), "--master", master, "--timeout", "20s"}, args...), extra...)...)
 	}
 	return ps
 }
@@ -183,8 +177,8 @@ func TestSyncEveryScheme(t *testing.T) {
 			ps := syncRanks(t, ctx, world, func(r int) io.Reader { return fileReader(t, files[r]) },
 				append([]string{"--scheme", c.scheme, "--seed", "3", "--stats", stats + fmt.Sprint(0)}, c.args...)...)
 			for r, p := range ps {
-				require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
-				sameTensors(t, refs[c.data], frames(t, p.stdout.Bytes()), fmt.Sprintf("rank %d", r))
+				require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
+				sameTensors(t, refs[c.data], frames(t, p.Stdout.Bytes()), fmt.Sprintf("rank %d", r))
 			}
 		})
 	}
@@ -206,31 +200,24 @@ func TestSyncMismatch(t *testing.T) {
 			return fileReader(t, files[r])
 		})
 		for r, p := range ps {
-			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
-			assert.Contains(t, p.stderr.String(), "1001 rows", "rank %d", r)
+			assert.Equal(t, 2, clitest.ExitCode(p.Cmd.Wait()), "rank %d: %s", r, p.Stderr.String())
+			assert.Contains(t, p.Stderr.String(), "1001 rows", "rank %d", r)
 		}
-		assert.Contains(t, ps[0].stderr.String(), "rank 1 has tensor")
-		assert.Contains(t, ps[1].stderr.String(), "rank 0 has tensor")
+		assert.Contains(t, ps[0].Stderr.String(), "rank 1 has tensor")
+		assert.Contains(t, ps[1].Stderr.String(), "rank 0 has tensor")
 	})
 	t.Run("seed", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		bin := clitest.Binary(t, "hashsync")
-		master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
-		var ps []*proc
-		for r := range 3 {
-			p := &proc{}
-			p.cmd = exec.CommandContext(ctx, bin, "sync", "--rank", fmt.Sprint(r), "--world", "3", "--master", master, "--seed", fmt.Sprint(map[bool]int{true: 9, false: 1}[r == 2]))
-			p.cmd.Stdin = fileReader(t, files[r])
-			p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-			require.NoError(t, p.cmd.Start())
-			ps = append(ps, p)
-		}
+		ps := syncRanksWith(t, ctx, 3, func(r int) (string, []string) {
+			return bin, []string{"--seed", fmt.Sprint(map[bool]int{true: 9, false: 1}[r == 2])}
+		}, func(r int) io.Reader { return fileReader(t, files[r]) })
 		for r, p := range ps {
-			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
-			assert.Contains(t, p.stderr.String(), "seed", "rank %d", r)
+			assert.Equal(t, 2, clitest.ExitCode(p.Cmd.Wait()), "rank %d: %s", r, p.Stderr.String())
+			assert.Contains(t, p.Stderr.String(), "seed", "rank %d", r)
 		}
-		assert.Contains(t, ps[0].stderr.String(), "rank 2 has seed 9")
+		assert.Contains(t, ps[0].Stderr.String(), "rank 2 has seed 9")
 	})
 	t.Run("count", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -243,8 +230,8 @@ func TestSyncMismatch(t *testing.T) {
 			return fileReader(t, files[r])
 		})
 		for r, p := range ps {
-			assert.Equal(t, 2, clitest.ExitCode(p.cmd.Wait()), "rank %d: %s", r, p.stderr.String())
-			assert.Contains(t, p.stderr.String(), "end of its input", "rank %d", r)
+			assert.Equal(t, 2, clitest.ExitCode(p.Cmd.Wait()), "rank %d: %s", r, p.Stderr.String())
+			assert.Contains(t, p.Stderr.String(), "end of its input", "rank %d", r)
 		}
 	})
 }
@@ -265,12 +252,10 @@ func TestSyncDeadRank(t *testing.T) {
 	master := fmt.Sprintf("127.0.0.1:%d", clitest.FreePort(t))
 	var ps []*proc
 	for r := range 4 {
-		p := &proc{}
-		p.cmd = exec.CommandContext(ctx, bin, "sync", "--rank", fmt.Sprint(r), "--world", "4", "--master", master, "--timeout", "30s")
-		w, err := p.cmd.StdinPipe()
+		pr, w, err := os.Pipe()
 		require.NoError(t, err)
-		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-		require.NoError(t, p.cmd.Start())
+		p := clitest.Start(t, ctx, bin, nil, pr, "sync", "--rank", fmt.Sprint(r), "--world", "4", "--master", master, "--timeout", "30s")
+		pr.Close() // the rank has its own copy
 		ab, err := os.ReadFile(a[r])
 		require.NoError(t, err)
 		data := ab
@@ -289,15 +274,15 @@ func TestSyncDeadRank(t *testing.T) {
 		}
 	}()
 	time.Sleep(2 * time.Second)
-	require.NoError(t, ps[2].cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, ps[2].Cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	for r, p := range ps {
-		err := p.cmd.Wait()
+		err := p.Cmd.Wait()
 		if r == 2 {
 			continue
 		}
-		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.stderr.String())
-		assert.Contains(t, p.stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
+		assert.Equal(t, 3, clitest.ExitCode(err), "rank %d: %s", r, p.Stderr.String())
+		assert.Contains(t, p.Stderr.String(), "rank 2", "rank %d does not name the dead rank", r)
 	}
 	assert.Less(t, time.Since(killed), 20*time.Second)
 }

@@ -10,11 +10,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,42 +24,10 @@ import (
 	"trainwire.dev/lib/wire"
 )
 
-// proc is one rank of straggle, a real process.
+// proc is one rank of straggle, a real process, and its report file.
 type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
-	report         string
-}
-
-// syncBuffer is a bytes.Buffer the test may read while the process
-// writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
+	*clitest.Proc
+	report string
 }
 
 // waitRunning waits until every rank has applied a round (its stdout has
@@ -72,12 +38,12 @@ func waitRunning(t *testing.T, procs []*proc) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for r := 0; r < len(procs); {
-		if procs[r].stdout.Len() > 0 {
+		if procs[r].Stdout.Len() > 0 {
 			r++
 			continue
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("rank %d applied no round within 60 s: %s", r, procs[r].stderr.String())
+			t.Fatalf("rank %d applied no round within 60 s: %s", r, procs[r].Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -101,16 +67,10 @@ func startRun(t *testing.T, ctx context.Context, world int, args func(r int) []s
 		if a[0] == "sync" {
 			a = append(a, "--report", p.report)
 		}
-		p.cmd = exec.CommandContext(ctx, bin, a...)
-		// When the test's deadline passes, a rank still running gets
-		// SIGQUIT first: the Go runtime writes every goroutine's stack to
-		// its stderr (which the failure message prints), so a hang shows
-		// where each rank blocks. A rank that does not exit is killed.
-		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
-		p.cmd.WaitDelay = 5 * time.Second
-		p.cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e", "TRAINWIRE_LOG_LEVEL=info")
-		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-		require.NoError(t, p.cmd.Start())
+		// A rank still running at the test's deadline prints its
+		// goroutines' stacks (clitest.Start's SIGQUIT), so a hang shows
+		// where each rank blocks.
+		p.Proc = clitest.Start(t, ctx, bin, []string{"TRAINWIRE_TOKEN=e2e", "TRAINWIRE_LOG_LEVEL=info"}, nil, a...)
 		procs[r] = p
 	}
 	return procs
@@ -119,7 +79,7 @@ func startRun(t *testing.T, ctx context.Context, world int, args func(r int) []s
 func (p *proc) rep(t *testing.T) report {
 	t.Helper()
 	b, err := os.ReadFile(p.report)
-	require.NoError(t, err, p.stderr.String())
+	require.NoError(t, err, p.Stderr.String())
 	var r report
 	require.NoError(t, json.Unmarshal(b, &r))
 	return r
@@ -174,11 +134,11 @@ func TestRNAFourProcesses(t *testing.T) {
 	defer cancel()
 	procs := startRun(t, ctx, 4, toyArgs("--rounds", "60", "--compute", "10ms", "--delay", "uniform:0ms,10ms", "--slow", "k=1,s=4"))
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 	}
 	var loss []float64
 	for r, p := range procs {
-		recs := rounds(t, p.stdout.Bytes())
+		recs := rounds(t, p.Stdout.Bytes())
 		require.Len(t, recs, 60, "rank %d", r)
 		for i, rec := range recs {
 			require.Equal(t, int64(i+1), rec.round)
@@ -210,10 +170,10 @@ func TestReplayFromSeed(t *testing.T) {
 		defer cancel()
 		procs := startRun(t, ctx, 3, toyArgs("--rounds", "25", "--compute", "2ms", "--seed", "42"))
 		for r, p := range procs {
-			require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+			require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 		}
 		var out []string
-		for _, rec := range rounds(t, procs[1].stdout.Bytes()) {
+		for _, rec := range rounds(t, procs[1].Stdout.Bytes()) {
 			out = append(out, rec.labels["probes"])
 		}
 		return out
@@ -272,7 +232,7 @@ func TestFilterSums(t *testing.T) {
 					"--compute", fmt.Sprintf("%dms", 2+3*r), "--timeout", "20s", "--rounds", map[bool]string{true: "7", false: "0"}[mode == "groups"]}
 			})
 			for r, p := range procs {
-				require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+				require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 			}
 			if mode == "groups" {
 				// Each group sums its own members; check group labels agree.
@@ -280,7 +240,7 @@ func TestFilterSums(t *testing.T) {
 			}
 			for r, p := range procs {
 				got := make([]float64, 5)
-				for _, rec := range rounds(t, p.stdout.Bytes()) {
+				for _, rec := range rounds(t, p.Stdout.Bytes()) {
 					w := rec.vals["contributors"]
 					for i, v := range append(slices.Clone(rec.grads["a"]), rec.grads["b"]...) {
 						got[i] += w * float64(v)
@@ -320,10 +280,10 @@ func TestKilledRankOthersGoOn(t *testing.T) {
 			defer cancel()
 			procs := startRun(t, ctx, 4, toyArgs("--rounds", "1000", "--compute", "10ms", "--delay", "uniform:0ms,10ms", "--dim", "4096", "--timeout", "10s"))
 			waitRunning(t, procs)
-			require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGKILL))
+			require.NoError(t, procs[victim].Cmd.Process.Signal(syscall.SIGKILL))
 			errs := make([]error, len(procs))
 			for r, p := range procs {
-				errs[r] = p.cmd.Wait()
+				errs[r] = p.Cmd.Wait()
 			}
 			for r := range procs {
 				if r != victim && errs[r] != nil {
@@ -331,7 +291,7 @@ func TestKilledRankOthersGoOn(t *testing.T) {
 					// hung), not only the first failing one's.
 					for q, pq := range procs {
 						if q != victim {
-							t.Logf("rank %d (%v):\n%s", q, errs[q], pq.stderr.String())
+							t.Logf("rank %d (%v):\n%s", q, errs[q], pq.Stderr.String())
 						}
 					}
 					t.FailNow()
@@ -344,13 +304,13 @@ func TestKilledRankOthersGoOn(t *testing.T) {
 				rep := p.rep(t)
 				assert.NotContains(t, rep.Alive, victim)
 				assert.GreaterOrEqual(t, rep.Rounds, 990, "rank %d", r)
-				recs := rounds(t, p.stdout.Bytes())
+				recs := rounds(t, p.Stdout.Bytes())
 				assert.LessOrEqual(t, recs[len(recs)-1].vals["contributors"], 3.0)
 				// Every worker has a gradient within ~20 ms: the run must
 				// not have needed the controller's last-resort deadlines
 				// (which would hide a lost message behind a 10 s stall).
-				assert.NotContains(t, p.stderr.String(), "no probed worker answered within the timeout", "rank %d", r)
-				assert.NotContains(t, p.stderr.String(), "round not done in time", "rank %d", r)
+				assert.NotContains(t, p.Stderr.String(), "no probed worker answered within the timeout", "rank %d", r)
+				assert.NotContains(t, p.Stderr.String(), "round not done in time", "rank %d", r)
 			}
 		})
 	}
@@ -366,10 +326,10 @@ func TestHungProbeExpires(t *testing.T) {
 	start := time.Now()
 	procs := startRun(t, ctx, 4, toyArgs("--rounds", "40", "--probes", "1", "--probe-timeout", "50ms", "--compute", "5ms", "--slow", "ranks=3,s=6000"))
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 	}
 	assert.Less(t, time.Since(start), 25*time.Second)
-	assert.Contains(t, procs[0].stderr.String(), "probe expired")
+	assert.Contains(t, procs[0].Stderr.String(), "probe expired")
 	assert.Equal(t, 0, procs[3].rep(t).Contributions)
 }
 
@@ -385,10 +345,10 @@ func TestSeparateController(t *testing.T) {
 		return toyArgs("--controller", "separate", "--rounds", "30", "--compute", "5ms")(r)
 	})
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 	}
 	for r := 1; r < 4; r++ {
-		recs := rounds(t, procs[r].stdout.Bytes())
+		recs := rounds(t, procs[r].Stdout.Bytes())
 		require.Len(t, recs, 30)
 		for _, rec := range recs {
 			assert.NotEqual(t, 0.0, rec.vals["initiator"])
@@ -404,8 +364,8 @@ func TestGroupsAgree(t *testing.T) {
 	procs := startRun(t, ctx, 4, toyArgs("--mode", "groups", "--rounds", "20", "--compute", "3ms"))
 	groups := map[int64]map[int]string{}
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
-		for _, rec := range rounds(t, p.stdout.Bytes()) {
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
+		for _, rec := range rounds(t, p.Stdout.Bytes()) {
 			if groups[rec.round] == nil {
 				groups[rec.round] = map[int]string{}
 			}
@@ -434,12 +394,12 @@ func TestRNAHierarchical(t *testing.T) {
 	defer cancel()
 	procs := startRun(t, ctx, 4, toyArgs("--mode", "rna-h", "--rounds", "120", "--compute", "10ms", "--delay", "uniform:0ms,5ms", "--slow", "k=2,s=8", "--ps-period", "3", "--profile", "3"))
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 	}
-	require.Contains(t, procs[0].stderr.String(), `groups="[[2 3] [0 1]]"`)
+	require.Contains(t, procs[0].Stderr.String(), `groups="[[2 3] [0 1]]"`)
 	loss := make([]float64, 4)
 	for r, p := range procs {
-		recs := rounds(t, p.stdout.Bytes())
+		recs := rounds(t, p.Stdout.Bytes())
 		require.NotEmpty(t, recs)
 		// After the regroup every round is a ring of the two of a group.
 		last := recs[len(recs)-1]
@@ -461,20 +421,20 @@ func TestStoppedRankDropped(t *testing.T) {
 	procs := startRun(t, ctx, 4, toyArgs("--rounds", "600", "--compute", "10ms", "--delay", "uniform:0ms,10ms", "--timeout", "4s"))
 	waitRunning(t, procs)
 	const victim = 3
-	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, procs[victim].Cmd.Process.Signal(syscall.SIGSTOP))
 	for r, p := range procs {
 		if r == victim {
 			continue
 		}
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 		rep := p.rep(t)
 		assert.NotContains(t, rep.Alive, victim, "rank %d", r)
 		assert.Equal(t, 600, rep.Rounds, "rank %d", r)
 	}
-	require.NoError(t, procs[victim].cmd.Process.Signal(syscall.SIGCONT))
-	err := procs[victim].cmd.Wait()
-	assert.Equal(t, 3, clitest.ExitCode(err), procs[victim].stderr.String())
-	assert.Contains(t, procs[victim].stderr.String(), "dropped")
+	require.NoError(t, procs[victim].Cmd.Process.Signal(syscall.SIGCONT))
+	err := procs[victim].Cmd.Wait()
+	assert.Equal(t, 3, clitest.ExitCode(err), procs[victim].Stderr.String())
+	assert.Contains(t, procs[victim].Stderr.String(), "dropped")
 }
 
 // TestStalenessBound (R5, R12): with η = 1 the 8× slower rank's gradients
@@ -485,9 +445,9 @@ func TestStalenessBound(t *testing.T) {
 	defer cancel()
 	procs := startRun(t, ctx, 3, toyArgs("--rounds", "80", "--eta", "1", "--compute", "5ms", "--slow", "k=1,s=8"))
 	for r, p := range procs {
-		require.NoError(t, p.cmd.Wait(), "rank %d: %s", r, p.stderr.String())
+		require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
 	}
-	recs := rounds(t, procs[0].stdout.Bytes())
+	recs := rounds(t, procs[0].Stdout.Bytes())
 	require.Len(t, recs, 80)
 	for _, rec := range recs {
 		if rec.contributed {
