@@ -6,7 +6,8 @@
 #   bench/gpu/run.sh            # there (no Go needed), from the repository root
 #
 # Environment: SIZES (elements, default 1048576,67108864), ITERS (default 20), RATIO (sparsifiers'
-# density, default 0.001 as MSTopK's Fig. 6), ALGOS (default all GPU codecs), BIN (default
+# density, default 0.001 as MSTopK's Fig. 6), ALGOS (default all GPU codecs), ZEN_SIZES (rows for
+# Zen's hash partition, default 28000,1048576,16777216; none skips it), BIN (default
 # out/gpu), OUT_DIR (default out/bench). Python: $PY (default python3; needs torch with CUDA).
 # Exit status: non-zero if a parity test fails. Raw JSON lines: $OUT_DIR/gpu.jsonl.
 set -euo pipefail
@@ -17,6 +18,7 @@ SIZES="${SIZES:-1048576,67108864}"
 ITERS="${ITERS:-20}"
 RATIO="${RATIO:-0.001}"
 ALGOS="${ALGOS:-}"
+export ZEN_SIZES="${ZEN_SIZES:-28000,1048576,16777216}"
 PY="${PY:-python3}"
 mkdir -p "$OUT_DIR"
 for b in gpu.test compressor-cuda.test compressor-cuda hashsync-cuda.test hashsync-cuda hashsync; do
@@ -44,7 +46,7 @@ grep -E '^(--- |FAIL|PASS|ok)' "$OUT_DIR/hashsync-gpu.log" >&2 || true
 echo "== benchmark: SIZES=$SIZES ITERS=$ITERS RATIO=$RATIO" >&2
 RAW="$OUT_DIR/gpu.jsonl"
 (cd "$ROOT/lib/gpu" && TRAINWIRE_GPU_BENCH=1 TRAINWIRE_GPU_BENCH_SIZES="$SIZES" TRAINWIRE_GPU_BENCH_ITERS="$ITERS" \
-  TRAINWIRE_GPU_BENCH_RATIO="$RATIO" TRAINWIRE_GPU_BENCH_ALGOS="$ALGOS" \
+  TRAINWIRE_GPU_BENCH_RATIO="$RATIO" TRAINWIRE_GPU_BENCH_ALGOS="$ALGOS" TRAINWIRE_GPU_BENCH_ZEN="$ZEN_SIZES" \
   "$BIN/gpu.test" -test.run 'TestGPUBench$' -test.timeout 30m | grep '^{' >"$RAW")
 if "$PY" "$ROOT/bench/gpu/torch_peer.py" "$SIZES" "$ITERS" "$RATIO" "$ALGOS" >>"$RAW"; then :; else
   echo "run.sh: the torch peer did not run (exit $?); the table has no torch column" >&2

@@ -10,6 +10,12 @@ to the host (the wire needs them), "kernels" = the same without that copy, "memc
 The quantizers are written in torch the obvious way (packbits by a weighted sum of 8 bools, QSGD
 and TernGrad with torch.rand); top-k is torch.topk on |x| (MSTopK has no torch counterpart, so
 the paper's comparison — MSTopK against the exact top-k — is mstopk vs torch topk).
+
+Zen (algo "zen", op "zen_hash"; ZEN_SIZES, default 28000,1048576,16777216, "none" skips): the
+way a torch user partitions m unique row indices among N = 4 servers by a hash — upload the
+indices, a multiplicative hash reduced to a part (h·N >> 32), a stable argsort by part and a
+bincount — with the order and counts copied back to the host, as lib/gpu's ZenHash returns its
+parts. It is the same work without Algorithm 1's hash memory (a sort, not a CAS table).
 """
 import json
 import os
@@ -120,6 +126,27 @@ def main():
             nbytes = sum(o.numel() * o.element_size() for o in outs)
             emit(algo, "kernels", timeit(lambda: f(x), iters), nbytes)
             emit(algo, "encode_device", timeit(lambda: [o.cpu() for o in f(x)], iters), nbytes)
+
+    zen_sizes = os.environ.get("ZEN_SIZES", "28000,1048576,16777216")
+    if zen_sizes not in ("", "none"):
+        g = torch.Generator().manual_seed(7)
+        for m in [int(v) for v in zen_sizes.split(",")]:
+            # m distinct rows below 4m, as TestGPUBench's uniqueRows, on the host (int64: torch has no uint32)
+            rows = torch.randperm(4 * m, generator=g)[:m]
+
+            def zen_hash():
+                idx = rows.to(dev)
+                h = (idx * 2654435761) & 0xFFFFFFFF
+                part = (h * 4) >> 32
+                order = torch.argsort(part, stable=True)
+                counts = torch.bincount(part, minlength=4)
+                return order.cpu(), counts.cpu()
+
+            ts = timeit(zen_hash, iters)
+            mean = sum(ts) / len(ts)
+            print(json.dumps({"impl": "torch", "device": name, "torch": torch.__version__, "algo": "zen", "op": "zen_hash",
+                              "elements": m, "bytes_in": 4 * m, "bytes_out": 4 * m, "iters": len(ts),
+                              "ms_mean": mean * 1e3, "ms_min": min(ts) * 1e3, "GBps_in": 4 * m / mean / 1e9}), flush=True)
 
 
 if __name__ == "__main__":

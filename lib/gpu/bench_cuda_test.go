@@ -5,7 +5,9 @@ package gpu
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"trainwire.dev/lib/codec"
+	"trainwire.dev/lib/zen"
 )
 
 // TestGPUBench (GPU machines; TRAINWIRE_GPU_BENCH=1) times every GPU codec
@@ -32,6 +35,13 @@ import (
 // 5 warm-ups), TRAINWIRE_GPU_BENCH_ALGOS (default all of Algos),
 // TRAINWIRE_GPU_BENCH_RATIO (sparsifiers' ρ, default 0.001 as the MSTopK
 // paper's Fig. 6).
+//
+// Zen's hash partition (algo "zen", N = 4 parts of m unique row indices;
+// TRAINWIRE_GPU_BENCH_ZEN: the m values, default 28000 (a DeepFM rank's
+// rows), 1048576, 16777216; "none" skips it): op "zen_hash" is ZenHash
+// from host memory to the parts on the host, as `hashsync sync --device
+// gpu` calls it; op "zen_hash_cpu" is lib/zen's hasher on this machine's
+// CPUs in the same run, what --device cpu does.
 func TestGPUBench(t *testing.T) {
 	if os.Getenv("TRAINWIRE_GPU_BENCH") != "1" {
 		t.Skip("set TRAINWIRE_GPU_BENCH=1")
@@ -131,4 +141,56 @@ func TestGPUBench(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "gpu bench: n=%d done; %d launches so far, %.1f GB H2D, %.1f GB D2H\n",
 			n, st.Launches, float64(st.BytesHtoD)/1e9, float64(st.BytesDtoH)/1e9)
 	}
+	zenSizes := "28000,1048576,16777216"
+	if s, ok := os.LookupEnv("TRAINWIRE_GPU_BENCH_ZEN"); ok {
+		zenSizes = s
+	}
+	if zenSizes == "none" || zenSizes == "" {
+		return
+	}
+	for _, f := range strings.Split(zenSizes, ",") {
+		m, err := strconv.Atoi(f)
+		if err != nil || m < 1 {
+			t.Fatalf("TRAINWIRE_GPU_BENCH_ZEN: %q", f)
+		}
+		idx := uniqueRows(m, uint64(m))
+		cfg := ZenConfig{N: 4, Seeds: ZenSeeds(0, 3)}
+		var parts int
+		emit("zen", "zen_hash", m, time1(func() error {
+			p, err := dev.ZenHash(idx, cfg)
+			if err == nil {
+				parts = len(p.Pos)
+			}
+			return err
+		}), 4*parts)
+		var h zen.Hasher
+		cpuName := fmt.Sprintf("lib/zen on the CPU, %d goroutines", runtime.GOMAXPROCS(0))
+		ts := time1(func() error {
+			_, err := h.Hash(idx, zen.HashConfig{N: 4, Seeds: cfg.Seeds, C: 2, R2: 0.1})
+			return err
+		})
+		var sum time.Duration
+		for _, d := range ts {
+			sum += d
+		}
+		mean := sum.Seconds() / float64(len(ts))
+		_ = out.Encode(map[string]any{"impl": "trainwire", "device": cpuName, "algo": "zen", "op": "zen_hash_cpu",
+			"elements": m, "bytes_in": 4 * m, "bytes_out": 4 * m, "iters": len(ts),
+			"ms_mean": mean * 1e3, "ms_min": slices.Min(ts).Seconds() * 1e3, "GBps_in": float64(4*m) / mean / 1e9})
+	}
+}
+
+// uniqueRows returns m distinct row indices below 4m in a random order.
+func uniqueRows(m int, seed uint64) []uint32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	seen := make(map[uint32]bool, m)
+	idx := make([]uint32, 0, m)
+	for len(idx) < m {
+		v := r.Uint32N(uint32(4 * m))
+		if !seen[v] {
+			seen[v] = true
+			idx = append(idx, v)
+		}
+	}
+	return idx
 }
