@@ -144,6 +144,13 @@ func checkKernels(t *testing.T, x []float32) {
 				t.Fatalf("n=%d: bf16Decode[%d] %#08x, Go %#08x", n, i, math.Float32bits(d1[i]), math.Float32bits(d2[i]))
 			}
 		}
+		f16Decode(d1, raw)
+		f16DecodeGo(d2, raw)
+		for i := range d1 {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+				t.Fatalf("n=%d: f16Decode[%d] of %#04x: %#08x, Go %#08x", n, i, uint16(raw[2*i])|uint16(raw[2*i+1])<<8, math.Float32bits(d1[i]), math.Float32bits(d2[i]))
+			}
+		}
 	}
 	// TernGrad's decoder on planes made of x's bytes (both planes may be
 	// set: plane 1 wins, as in the Go twin).
@@ -450,6 +457,28 @@ func TestQSGDLarge(t *testing.T) {
 		}
 		if !bytes.Equal(f.Parts[1].Data, want) {
 			t.Fatalf("workers=%d: codes differ from the Go kernels", w)
+		}
+	}
+}
+
+// TestF16DecodeEveryHalf: the F16C decoder and its Go twin agree on all
+// 65536 halves (subnormals, ±Inf, every NaN payload), at every offset
+// the dispatcher splits at.
+func TestF16DecodeEveryHalf(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for h := range 1 << 16 {
+		src[2*h], src[2*h+1] = byte(h), byte(h>>8)
+	}
+	for _, off := range []int{0, 1, 31} {
+		b := src[2*off:]
+		d1, d2 := make([]float32, len(b)/2), make([]float32, len(b)/2)
+		f16Decode(d1, b)
+		f16DecodeGo(d2, b)
+		for i := range d1 {
+			h := uint16(b[2*i]) | uint16(b[2*i+1])<<8
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) || math.Float32bits(d2[i]) != math.Float32bits(F16ToF32(h)) {
+				t.Fatalf("half %#04x: f16Decode %#08x, Go %#08x, F16ToF32 %#08x", h, math.Float32bits(d1[i]), math.Float32bits(d2[i]), math.Float32bits(F16ToF32(h)))
+			}
 		}
 	}
 }

@@ -553,6 +553,34 @@ func maxAbsI8Go(b []byte) uint8 {
 	return m
 }
 
+// f16Decode sets dst[i] = F16ToF32 of the little-endian half i of src:
+// f16DecodeAVX for the leading multiple of 32 where the CPU has F16C,
+// f16DecodeGo for the rest.
+func f16Decode(dst []float32, src []byte) {
+	k := 0
+	if haveF16C && len(dst) >= 32 {
+		k = len(dst) / 32 * 32
+		f16DecodeAVX(&dst[0], &src[0], k)
+	}
+	f16DecodeGo(dst[k:], src[2*k:])
+}
+
+// f16DecodeGo is f16Decode in pure Go (a table of every half's value for
+// long inputs).
+func f16DecodeGo(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	if len(dst) < 1<<12 {
+		for i := range dst {
+			dst[i] = F16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
+		}
+		return
+	}
+	tab := f16Table()
+	for i := range dst {
+		dst[i] = tab[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+	}
+}
+
 // bf16Decode sets dst[i] = BF16ToF32 of the little-endian half i of src:
 // bf16DecodeAVX2 for the leading multiple of 16 where the CPU has AVX2,
 // bf16DecodeGo for the rest.

@@ -94,6 +94,13 @@ func naturalAVX512(codes *byte, x *float32, n int, base uint64) (bad bool)
 //go:noescape
 func maxAbsI8AVX2(b *byte, n int) uint8
 
+// f16DecodeAVX is f16DecodeGo on n halves (n a multiple of 32), with
+// F16C's VCVTPH2PS (exact for every half; a signalling NaN comes out
+// quiet, as F16ToF32 makes it).
+//
+//go:noescape
+func f16DecodeAVX(dst *float32, src *byte, n int)
+
 // bf16DecodeAVX2 is bf16DecodeGo on n halves (n a multiple of 16).
 //
 //go:noescape

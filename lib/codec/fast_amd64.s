@@ -997,3 +997,32 @@ f16ntdone:
 	SETNE    bad+24(FP)
 	VZEROUPPER
 	RET
+
+// ---- fp16 decode (F16C) ----
+
+// func f16DecodeAVX(dst *float32, src *byte, n int)
+TEXT ·f16DecodeAVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+
+fdloop:
+	TESTQ CX, CX
+	JZ    fddone
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VCVTPH2PS 32(SI), Y2
+	VCVTPH2PS 48(SI), Y3
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	VMOVUPS   Y2, 64(DI)
+	VMOVUPS   Y3, 96(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	DECQ CX
+	JMP  fdloop
+
+fddone:
+	VZEROUPPER
+	RET

@@ -68,3 +68,5 @@ func naturalAVX2(codes *byte, x *float32, n int, base uint64) bool {
 func f16AVXNT(dst *byte, x *float32, n int) bool { panic("codec: no f16AVXNT on this platform") }
 
 func bf16AVX2NT(dst *byte, x *float32, n int) bool { panic("codec: no bf16AVX2NT on this platform") }
+
+func f16DecodeAVX(dst *float32, src *byte, n int) { panic("codec: no f16DecodeAVX on this platform") }

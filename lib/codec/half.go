@@ -46,13 +46,17 @@ func F32ToF16(f float32) uint16 {
 	return sign | uint16(h)
 }
 
-// F16ToF32 converts IEEE 754 binary16 bits to float32 exactly.
+// F16ToF32 converts IEEE 754 binary16 bits to float32 exactly; a NaN
+// comes out quiet with its payload, as the F16C instruction does.
 func F16ToF32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h & 0x3ff)
 	switch {
 	case exp == 0x1f:
+		if man != 0 { // NaN: quiet, payload kept (as F16C's VCVTPH2PS)
+			man |= 0x200
+		}
 		return math.Float32frombits(sign | 0x7f800000 | man<<13)
 	case exp == 0:
 		if man == 0 {

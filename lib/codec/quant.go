@@ -529,26 +529,12 @@ func (c *half) check(f *wire.Compressed) error {
 func (c *half) decode(f *wire.Compressed, dst []float32) error {
 	b := f.Parts[0].Data
 	cs := chunks(len(dst), workers(0, len(dst)), 64)
-	from := c.from
-	if c.dt == wire.F16 && len(dst) >= 1<<16 {
-		tab := f16Table()
-		parallel(cs, func(_ int, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				dst[i] = tab[binary.LittleEndian.Uint16(b[2*i:])]
-			}
-		})
-		return nil
-	}
+	dec := f16Decode
 	if c.dt == wire.BF16 {
-		parallel(cs, func(_ int, lo, hi int) {
-			bf16Decode(dst[lo:hi], b[2*lo:2*hi])
-		})
-		return nil
+		dec = bf16Decode
 	}
 	parallel(cs, func(_ int, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			dst[i] = from(binary.LittleEndian.Uint16(b[2*i:]))
-		}
+		dec(dst[lo:hi], b[2*lo:2*hi])
 	})
 	return nil
 }

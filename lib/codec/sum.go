@@ -87,20 +87,7 @@ func SumWith(fs []*wire.Compressed, o SumOptions) (wire.Frame, error) {
 	case "fp16", "bf16":
 		c, _ := FromFrame(f0)
 		h := c.(*half)
-		d := len(f0.Parts[0].Data) / 2
-		acc := make([]float32, d)
-		for _, f := range fs {
-			b := f.Parts[0].Data
-			for i := range acc {
-				acc[i] += h.from(binary.LittleEndian.Uint16(b[2*i:]))
-			}
-		}
-		avg(acc)
-		b := make([]byte, 2*d)
-		for i, v := range acc {
-			binary.LittleEndian.PutUint16(b[2*i:], h.to(v))
-		}
-		out.Parts = []wire.Part{part("data", h.dt, b, int64(d))}
+		out.Parts = []wire.Part{part("data", h.dt, sumHalves(h, fs, o.Average), int64(len(f0.Parts[0].Data)/2))}
 		return out, nil
 	case "powersgd":
 		if len(f0.Parts) == 1 {
@@ -169,4 +156,48 @@ func sumF32(fs []*wire.Compressed, p int) []float32 {
 		}
 	}
 	return acc
+}
+
+// sumHalves adds fp16 or bf16 frames (the frames in order, element by
+// element, in float32; then ÷ n when averaging) and rounds the sums back
+// to halves. Chunks run in parallel, each decoding a block of every
+// frame with the vector decoders and encoding with the vector encoders;
+// a chunk whose sums are not all finite (a sum past ±65504 is ±Inf in
+// fp16, as the encoder's rule says) is rounded by the scalar conversion
+// instead, which the vector kernels equal wherever they accept.
+func sumHalves(h *half, fs []*wire.Compressed, average bool) []byte {
+	d := len(fs[0].Parts[0].Data) / 2
+	dec, enc := f16Decode, f16Into
+	if h.dt == wire.BF16 {
+		dec, enc = bf16Decode, bf16Into
+	}
+	out := allocBytes(2 * d)
+	n := float32(len(fs))
+	parallel(chunks(d, workers(0, d), 64), func(_ int, lo, hi int) {
+		const block = 2048
+		var acc, tmp [block]float32
+		for i := lo; i < hi; i += block {
+			m := min(block, hi-i)
+			a := acc[:m]
+			clear(a)
+			for _, f := range fs {
+				t := tmp[:m]
+				dec(t, f.Parts[0].Data[2*i:2*(i+m)])
+				for j, v := range t {
+					a[j] += v
+				}
+			}
+			if average {
+				for j := range a {
+					a[j] /= n
+				}
+			}
+			if !enc(out[2*i:2*(i+m)], a) {
+				for j, v := range a {
+					binary.LittleEndian.PutUint16(out[2*(i+j):], h.to(v))
+				}
+			}
+		}
+	})
+	return out
 }
