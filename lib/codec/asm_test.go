@@ -144,6 +144,13 @@ func checkKernels(t *testing.T, x []float32) {
 				t.Fatalf("n=%d: bf16Decode[%d] %#08x, Go %#08x", n, i, math.Float32bits(d1[i]), math.Float32bits(d2[i]))
 			}
 		}
+		naturalDecode(d1, raw[:len(d1)])
+		naturalDecodeGo(d2, raw[:len(d2)])
+		for i := range d1 {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+				t.Fatalf("n=%d: naturalDecode[%d] of %#02x: %#08x, Go %#08x", n, i, raw[i], math.Float32bits(d1[i]), math.Float32bits(d2[i]))
+			}
+		}
 		f16Decode(d1, raw)
 		f16DecodeGo(d2, raw)
 		for i := range d1 {
@@ -478,6 +485,27 @@ func TestF16DecodeEveryHalf(t *testing.T) {
 			h := uint16(b[2*i]) | uint16(b[2*i+1])<<8
 			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) || math.Float32bits(d2[i]) != math.Float32bits(F16ToF32(h)) {
 				t.Fatalf("half %#04x: f16Decode %#08x, Go %#08x, F16ToF32 %#08x", h, math.Float32bits(d1[i]), math.Float32bits(d2[i]), math.Float32bits(F16ToF32(h)))
+			}
+		}
+	}
+}
+
+// TestNaturalDecodeEveryCode: the AVX2 decoder, its Go twin and
+// naturalValue agree on all 256 codes at every offset the dispatcher
+// splits at.
+func TestNaturalDecodeEveryCode(t *testing.T) {
+	src := make([]byte, 256*3)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	for _, off := range []int{0, 1, 15} {
+		b := src[off:]
+		d1, d2 := make([]float32, len(b)), make([]float32, len(b))
+		naturalDecode(d1, b)
+		naturalDecodeGo(d2, b)
+		for i, c := range b {
+			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) || math.Float32bits(d2[i]) != math.Float32bits(naturalValue(c)) {
+				t.Fatalf("code %#02x: naturalDecode %#08x, Go %#08x, naturalValue %#08x", c, math.Float32bits(d1[i]), math.Float32bits(d2[i]), math.Float32bits(naturalValue(c)))
 			}
 		}
 	}

@@ -581,6 +581,34 @@ func f16DecodeGo(dst []float32, src []byte) {
 	}
 }
 
+// naturalDecode sets dst[i] = naturalValue(src[i]): naturalDecodeAVX2
+// for the leading multiple of 16 where the CPU has AVX2,
+// naturalDecodeGo for the rest.
+func naturalDecode(dst []float32, src []byte) {
+	k := 0
+	if haveAVX2 && len(dst) >= 16 {
+		k = len(dst) / 16 * 16
+		naturalDecodeAVX2(&dst[0], &src[0], k)
+	}
+	naturalDecodeGo(dst[k:], src[k:])
+}
+
+// naturalValues holds naturalValue of every code.
+var naturalValues = func() (t [256]float32) {
+	for i := range t {
+		t[i] = naturalValue(byte(i))
+	}
+	return t
+}()
+
+// naturalDecodeGo is naturalDecode in pure Go.
+func naturalDecodeGo(dst []float32, src []byte) {
+	src = src[:len(dst)]
+	for i, b := range src {
+		dst[i] = naturalValues[b]
+	}
+}
+
 // bf16Decode sets dst[i] = BF16ToF32 of the little-endian half i of src:
 // bf16DecodeAVX2 for the leading multiple of 16 where the CPU has AVX2,
 // bf16DecodeGo for the rest.

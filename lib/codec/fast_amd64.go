@@ -101,6 +101,11 @@ func maxAbsI8AVX2(b *byte, n int) uint8
 //go:noescape
 func f16DecodeAVX(dst *float32, src *byte, n int)
 
+// naturalDecodeAVX2 is naturalDecodeGo on n codes (n a multiple of 16).
+//
+//go:noescape
+func naturalDecodeAVX2(dst *float32, src *byte, n int)
+
 // bf16DecodeAVX2 is bf16DecodeGo on n halves (n a multiple of 16).
 //
 //go:noescape

@@ -1026,3 +1026,57 @@ fdloop:
 fddone:
 	VZEROUPPER
 	RET
+
+// ---- natural decode (AVX2) ----
+
+// func naturalDecodeAVX2(dst *float32, src *byte, n int)
+//
+// code b → bits (b&0x80)<<24 | ((b&0x7f)+27)<<23, or +0 when b&0x7f is 0:
+// ±2^((b&0x7f)−100), naturalValue's value.
+TEXT ·naturalDecodeAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7f, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8 // 0x7f
+	MOVL $0x80, AX
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9 // 0x80
+	MOVL $27, AX
+	MOVD AX, X10
+	VPBROADCASTD X10, Y10 // 27
+	VPXOR Y11, Y11, Y11 // 0
+
+ndloop:
+	TESTQ CX, CX
+	JZ    nddone
+	VPMOVZXBD 0(SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPAND     Y9, Y0, Y2
+	VPAND     Y9, Y1, Y3
+	VPSLLD    $24, Y2, Y2
+	VPSLLD    $24, Y3, Y3
+	VPAND     Y8, Y0, Y0
+	VPAND     Y8, Y1, Y1
+	VPCMPEQD  Y11, Y0, Y4
+	VPCMPEQD  Y11, Y1, Y5
+	VPADDD    Y10, Y0, Y0
+	VPADDD    Y10, Y1, Y1
+	VPSLLD    $23, Y0, Y0
+	VPSLLD    $23, Y1, Y1
+	VPOR      Y2, Y0, Y0
+	VPOR      Y3, Y1, Y1
+	VPANDN    Y0, Y4, Y0
+	VPANDN    Y1, Y5, Y1
+	VMOVDQU   Y0, 0(DI)
+	VMOVDQU   Y1, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  ndloop
+
+nddone:
+	VZEROUPPER
+	RET

@@ -70,3 +70,7 @@ func f16AVXNT(dst *byte, x *float32, n int) bool { panic("codec: no f16AVXNT on 
 func bf16AVX2NT(dst *byte, x *float32, n int) bool { panic("codec: no bf16AVX2NT on this platform") }
 
 func f16DecodeAVX(dst *float32, src *byte, n int) { panic("codec: no f16DecodeAVX on this platform") }
+
+func naturalDecodeAVX2(dst *float32, src *byte, n int) {
+	panic("codec: no naturalDecodeAVX2 on this platform")
+}

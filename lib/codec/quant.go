@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"trainwire.dev/lib/rng"
 
 	"encoding/binary"
@@ -621,21 +622,16 @@ func (c *natural) check(f *wire.Compressed) error {
 	if err := checkParts(f, partSpec{"codes", wire.U8, d}); err != nil {
 		return err
 	}
-	for j, b := range f.Parts[0].Data {
-		if b == 0x80 {
-			return fmt.Errorf("part \"codes\": code 0x80 (negative zero) at %d is not canonical", j)
-		}
+	if j := bytes.IndexByte(f.Parts[0].Data, 0x80); j >= 0 {
+		return fmt.Errorf("part \"codes\": code 0x80 (negative zero) at %d is not canonical", j)
 	}
 	return nil
 }
 func (c *natural) decode(f *wire.Compressed, dst []float32) error {
-	var tab [256]float32
-	for i := range tab {
-		tab[i] = naturalValue(byte(i))
-	}
-	for i, b := range f.Parts[0].Data {
-		dst[i] = tab[b]
-	}
+	b := f.Parts[0].Data
+	parallel(chunks(len(dst), workers(0, len(dst)), 64), func(_ int, lo, hi int) {
+		naturalDecode(dst[lo:hi], b[lo:hi])
+	})
 	return nil
 }
 
