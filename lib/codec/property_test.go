@@ -1,0 +1,220 @@
+package codec
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"reflect"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"trainwire.dev/lib/wire"
+)
+
+// genTensor draws a tensor shape and data: lengths around the kernels'
+// unrolling and block boundaries, data of mixed scales with exact zeros,
+// ties, subnormals and sign changes (all finite, and within fp16's range
+// so that sums stay finite).
+func genTensor(t *rapid.T) ([]int64, []float32) {
+	d := rapid.OneOf(
+		rapid.SampledFrom([]int{1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 4095, 4096, 4097}),
+		rapid.IntRange(1, 3000),
+	).Draw(t, "d")
+	shape := []int64{int64(d)}
+	if c := rapid.IntRange(1, 8).Draw(t, "cols"); d%c == 0 {
+		shape = []int64{int64(d / c), int64(c)}
+	}
+	scale := math.Pow(10, float64(rapid.IntRange(-40, 3).Draw(t, "scale")))
+	seed := rapid.Uint64().Draw(t, "seed")
+	x := gauss(d, seed)
+	kind := rapid.IntRange(0, 3).Draw(t, "kind")
+	for i := range x {
+		v := float64(x[i]) * scale
+		switch {
+		case kind == 1 && i%3 == 0:
+			v = 0
+		case kind == 2:
+			v = math.Round(v / scale * 2) // ties: few distinct magnitudes
+		case kind == 3 && i%5 == 0:
+			v = -v
+		}
+		x[i] = float32(v)
+	}
+	return shape, x
+}
+
+// genOptions draws the codec options the properties must hold for.
+func genOptions(t *rapid.T) Options {
+	return Options{
+		Ratio:     rapid.SampledFrom([]float64{0.001, 0.01, 0.05, 0.3, 1}).Draw(t, "ratio"),
+		Seed:      rapid.Uint64().Draw(t, "codec seed"),
+		Levels:    rapid.Int64Range(1, 300).Draw(t, "levels"),
+		Rank:      rapid.Int64Range(1, 4).Draw(t, "rank"),
+		Samplings: rapid.Int64Range(1, 40).Draw(t, "samplings"),
+		Threshold: rapid.SampledFrom([]float64{0.001, 0.01, 0.5}).Draw(t, "threshold"),
+	}
+}
+
+// TestPropertyCodecs checks, for any codec on any drawn tensor and
+// options: the frame does not depend on the goroutine count; its payload
+// has the size the codec states (threshold's: 8 bytes per element it
+// keeps); it survives the wire (written, read back, decoded to the same
+// bits); and with residual error feedback the residual is exactly the
+// input minus what was sent.
+func TestPropertyCodecs(t *testing.T) {
+	mem, err := NewMemory("residual", MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		algo := rapid.SampledFrom(Algos()).Draw(t, "algo")
+		shape, x := genTensor(t)
+		o := genOptions(t)
+		in := Input{Name: "w", Step: rapid.Int64Range(0, 1000).Draw(t, "step"), Shape: shape, Data: x}
+
+		o.Workers = 1
+		c1, err := New(algo, o)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		f1, err := c1.Encode(in)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		o.Workers = rapid.IntRange(2, 8).Draw(t, "workers")
+		cw, _ := New(algo, o)
+		fw, err := cw.Encode(in)
+		if err != nil {
+			t.Fatalf("encode with %d workers: %v", o.Workers, err)
+		}
+		if !reflect.DeepEqual(f1, fw) {
+			t.Fatalf("the frame differs between 1 and %d workers", o.Workers)
+		}
+
+		want := c1.Size(shape)
+		if algo == "threshold" {
+			want = 0
+			for _, v := range x {
+				if math.Abs(float64(v)) >= o.Threshold {
+					want += 8
+				}
+			}
+		}
+		if got := payload(f1); got != want {
+			t.Fatalf("payload %d bytes, Size %d", got, want)
+		}
+
+		y, err := Decode(f1, nil)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if len(y) != len(x) {
+			t.Fatalf("decoded %d elements of %d", len(y), len(x))
+		}
+		var buf bytes.Buffer
+		w := wire.NewWriter(&buf, "test")
+		if err := w.Write(f1); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rd := wire.NewReader(&buf, wire.Limits{})
+		fr, err := rd.Next()
+		if err != nil {
+			t.Fatalf("reading the frame back: %v", err)
+		}
+		if _, err := rd.Next(); err != io.EOF {
+			t.Fatalf("after the frame: %v", err)
+		}
+		y2, err := Decode(fr.(*wire.Compressed), nil)
+		if err != nil {
+			t.Fatalf("decode after the wire: %v", err)
+		}
+		if !slices.EqualFunc(y, y2, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+			t.Fatal("the frame decodes differently after the wire")
+		}
+
+		enc := &Encoder{Codec: c1, Memory: mem, Store: NewStore()}
+		_, sent, err := enc.Encode(in)
+		if err != nil {
+			t.Fatalf("encode with error feedback: %v", err)
+		}
+		e := enc.Store.Get("w").Slots["e"]
+		for i := range x {
+			if math.Float32bits(e[i]) != math.Float32bits(x[i]-sent[i]) {
+				t.Fatalf("residual[%d] = %v, want input − sent = %v − %v", i, e[i], x[i], sent[i])
+			}
+		}
+	})
+}
+
+// TestPropertySum: for the codecs whose frames add without decoding,
+// Sum of three ranks' frames decodes to the element-wise sum of their
+// decodings, added in rank order: bit for bit (±0 alike) for values in
+// float32, within one rounding for fp16 and bf16, which round the sum.
+func TestPropertySum(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		algo := rapid.SampledFrom([]string{"randomk", "topk", "mstopk", "dgc", "threshold", "fp16", "bf16"}).Draw(t, "algo")
+		shape, _ := genTensor(t)
+		o := genOptions(t)
+		c, err := New(algo, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := int(prod(shape))
+		var fs []*wire.Compressed
+		want := make([]float32, d)
+		for range 3 {
+			x := gauss(d, rapid.Uint64().Draw(t, "rank seed"))
+			f, err := c.Encode(Input{Name: "w", Step: 5, Shape: shape, Data: x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := Decode(f, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range y {
+				want[i] += v
+			}
+			fs = append(fs, f)
+		}
+		out, err := Sum(fs)
+		if err != nil {
+			t.Fatalf("sum: %v", err)
+		}
+		got := make([]float32, d)
+		switch o := out.(type) {
+		case *wire.Compressed:
+			if got, err = Decode(o, nil); err != nil {
+				t.Fatal(err)
+			}
+		case *wire.Sparse:
+			for j, i := range u32s(o.Indices) {
+				got[i] = f32s(o.Values)[j]
+			}
+		}
+		for i := range want {
+			if algo == "fp16" || algo == "bf16" {
+				if math.Abs(float64(got[i]-want[i])) > math.Abs(float64(want[i]))*0x1p-7 {
+					t.Fatalf("element %d: sum %v, decodings add to %v", i, got[i], want[i])
+				}
+				continue
+			}
+			if got[i] != want[i] { // == treats −0 and +0 alike
+				t.Fatalf("element %d: sum %v, decodings add to %v", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+func prod(s []int64) int64 {
+	p := int64(1)
+	for _, v := range s {
+		p *= v
+	}
+	return p
+}
