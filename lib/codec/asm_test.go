@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -506,6 +507,60 @@ func TestNaturalDecodeEveryCode(t *testing.T) {
 		for i, c := range b {
 			if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) || math.Float32bits(d2[i]) != math.Float32bits(naturalValue(c)) {
 				t.Fatalf("code %#02x: naturalDecode %#08x, Go %#08x, naturalValue %#08x", c, math.Float32bits(d1[i]), math.Float32bits(d2[i]), math.Float32bits(naturalValue(c)))
+			}
+		}
+	}
+}
+
+// TestCountGE: the AVX2 counts and their Go twin agree, and splitGE's
+// masks find exactly the positions a plain loop does, for thresholds at,
+// just above and just below every key of the data, 0, and +Inf's
+// KeyCeil, at lengths around the unrolling.
+func TestCountGE(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{0, 1, 31, 32, 33, 64, 100, 1000, 4099} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = math.Float32frombits(r.Uint32()&^0x7f800000 | uint32(r.IntN(255))<<23)
+		}
+		copy(x, specials[:min(n, len(specials))])
+		for i := range x {
+			if math.IsNaN(float64(x[i])) {
+				x[i] = 1
+			}
+		}
+		tks := []uint32{0, 1, 0x7f800000, 0x7f800001, KeyCeil(math.Inf(1))}
+		for _, v := range x[:min(n, 50)] {
+			k := magKey(v)
+			tks = append(tks, k, k+1, k-1)
+		}
+		for j, tk := range tks {
+			if tk > 0x7f800001 {
+				continue
+			}
+			three := [3]uint32{tk, tks[(j+1)%len(tks)], tks[(j+7)%len(tks)]}
+			for m := range three {
+				three[m] = min(three[m], 0x7f800001)
+			}
+			got := countGE3(x, three)
+			for m, tm := range three {
+				if want := countGEGo(x, tm); got[m] != want {
+					t.Fatalf("n=%d tk=%#x: countGE3 %d, Go %d", n, tm, got[m], want)
+				}
+			}
+			// splitGE with tk as t2 and the next threshold up as t1
+			t1 := min(tk+uint32(r.IntN(1<<24)), 0x7f800001)
+			a1, a2 := splitGE(x, 7, t1, tk)
+			var w1, w2 []uint32
+			for i, v := range x {
+				if kk := magKey(v); kk >= t1 {
+					w1 = append(w1, uint32(7+i))
+				} else if kk >= tk {
+					w2 = append(w2, uint32(7+i))
+				}
+			}
+			if !slices.Equal(a1, w1) || !slices.Equal(a2, w2) {
+				t.Fatalf("n=%d t1=%#x t2=%#x: splitGE %d+%d positions, want %d+%d", n, t1, tk, len(a1), len(a2), len(w1), len(w2))
 			}
 		}
 	}

@@ -101,6 +101,19 @@ func maxAbsI8AVX2(b *byte, n int) uint8
 //go:noescape
 func f16DecodeAVX(dst *float32, src *byte, n int)
 
+// countGE3AVX2 is countGEGo for three thresholds in one pass: out[j] is
+// the number of the n floats (n a multiple of 32, n < 2^35) whose key is
+// > tm1[j] as int32.
+//
+//go:noescape
+func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int)
+
+// geMaskAVX2 sets bit j of dst[w] where element 32w+j of the n floats
+// (n a multiple of 32) has a magnitude key > tm1 (as int32).
+//
+//go:noescape
+func geMaskAVX2(x *float32, n int, tm1 int32, dst *uint32)
+
 // naturalDecodeAVX2 is naturalDecodeGo on n codes (n a multiple of 16).
 //
 //go:noescape

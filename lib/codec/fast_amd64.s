@@ -1080,3 +1080,143 @@ ndloop:
 nddone:
 	VZEROUPPER
 	RET
+
+// ---- MSTopK's counts and selection (AVX2) ----
+
+// Magnitude keys (bits & 0x7fffffff) are compared with VPCMPGTD against
+// tm1 = tk − 1 as int32: key ≥ tk for every tk ≤ 0x7f800001 (KeyCeil's
+// range; tk = 0 gives −1, every key).
+
+// func geMaskAVX2(x *float32, n int, tm1 int32, dst *uint32)
+//
+// Bit j of dst[w] is set where element 32w+j of the n floats (n a multiple
+// of 32) has a magnitude key > tm1 as int32.
+TEXT ·geMaskAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $5, CX
+	MOVL tm1+16(FP), AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x7fffffff, AX
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9
+	MOVQ dst+24(FP), DI
+
+gmloop:
+	TESTQ CX, CX
+	JZ    gmdone
+	VPAND    0(SI), Y9, Y4
+	VPAND    32(SI), Y9, Y5
+	VPAND    64(SI), Y9, Y6
+	VPAND    96(SI), Y9, Y7
+	VPCMPGTD Y8, Y4, Y4
+	VPCMPGTD Y8, Y5, Y5
+	VPCMPGTD Y8, Y6, Y6
+	VPCMPGTD Y8, Y7, Y7
+	VMOVMSKPS Y4, AX
+	VMOVMSKPS Y5, BX
+	VMOVMSKPS Y6, DX
+	VMOVMSKPS Y7, R8
+	SHLL $8, BX
+	SHLL $16, DX
+	SHLL $24, R8
+	ORL  BX, AX
+	ORL  DX, AX
+	ORL  R8, AX
+	MOVL AX, 0(DI)
+	ADDQ $128, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP  gmloop
+
+gmdone:
+	VZEROUPPER
+	RET
+
+// func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int)
+//
+// Three counts in one pass over the n floats (n a multiple of 32,
+// n < 2^35): out[j] = the keys > tm1[j] as int32. Each lane subtracts its
+// compare masks (−1 where true) from a dword counter per threshold.
+TEXT ·countGE3AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $5, CX
+	MOVQ tm1+16(FP), AX
+	VPBROADCASTD 0(AX), Y10
+	VPBROADCASTD 4(AX), Y11
+	VPBROADCASTD 8(AX), Y12
+	MOVL $0x7fffffff, AX
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+
+c3loop:
+	TESTQ CX, CX
+	JZ    c3done
+	VPAND    0(SI), Y9, Y4
+	VPAND    32(SI), Y9, Y5
+	VPAND    64(SI), Y9, Y6
+	VPAND    96(SI), Y9, Y7
+	VPCMPGTD Y10, Y4, Y3
+	VPSUBD   Y3, Y0, Y0
+	VPCMPGTD Y10, Y5, Y3
+	VPSUBD   Y3, Y0, Y0
+	VPCMPGTD Y10, Y6, Y3
+	VPSUBD   Y3, Y0, Y0
+	VPCMPGTD Y10, Y7, Y3
+	VPSUBD   Y3, Y0, Y0
+	VPCMPGTD Y11, Y4, Y8
+	VPSUBD   Y8, Y1, Y1
+	VPCMPGTD Y11, Y5, Y8
+	VPSUBD   Y8, Y1, Y1
+	VPCMPGTD Y11, Y6, Y8
+	VPSUBD   Y8, Y1, Y1
+	VPCMPGTD Y11, Y7, Y8
+	VPSUBD   Y8, Y1, Y1
+	VPCMPGTD Y12, Y4, Y13
+	VPSUBD   Y13, Y2, Y2
+	VPCMPGTD Y12, Y5, Y13
+	VPSUBD   Y13, Y2, Y2
+	VPCMPGTD Y12, Y6, Y13
+	VPSUBD   Y13, Y2, Y2
+	VPCMPGTD Y12, Y7, Y13
+	VPSUBD   Y13, Y2, Y2
+	ADDQ $128, SI
+	DECQ CX
+	JMP  c3loop
+
+c3done:
+	// each of the 8 lanes counts < 2^33 / 8 · 4 < 2^32: add them as
+	// unsigned dwords widened to qwords
+	MOVQ out+24(FP), DI
+	VPXOR      Y14, Y14, Y14
+	VPUNPCKLDQ Y14, Y0, Y4
+	VPUNPCKHDQ Y14, Y0, Y5
+	VPADDQ     Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDQ     X5, X4, X4
+	VPSHUFD    $0x4e, X4, X5
+	VPADDQ     X5, X4, X4
+	MOVQ       X4, 0(DI)
+	VPUNPCKLDQ Y14, Y1, Y4
+	VPUNPCKHDQ Y14, Y1, Y5
+	VPADDQ     Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDQ     X5, X4, X4
+	VPSHUFD    $0x4e, X4, X5
+	VPADDQ     X5, X4, X4
+	MOVQ       X4, 8(DI)
+	VPUNPCKLDQ Y14, Y2, Y4
+	VPUNPCKHDQ Y14, Y2, Y5
+	VPADDQ     Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDQ     X5, X4, X4
+	VPSHUFD    $0x4e, X4, X5
+	VPADDQ     X5, X4, X4
+	MOVQ       X4, 16(DI)
+	VZEROUPPER
+	RET

@@ -74,3 +74,11 @@ func f16DecodeAVX(dst *float32, src *byte, n int) { panic("codec: no f16DecodeAV
 func naturalDecodeAVX2(dst *float32, src *byte, n int) {
 	panic("codec: no naturalDecodeAVX2 on this platform")
 }
+
+func geMaskAVX2(x *float32, n int, tm1 int32, dst *uint32) {
+	panic("codec: no geMaskAVX2 on this platform")
+}
+
+func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int) {
+	panic("codec: no countGE3AVX2 on this platform")
+}

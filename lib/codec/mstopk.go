@@ -1,9 +1,10 @@
 package codec
 
 import (
-	"trainwire.dev/lib/rng"
-
 	"math"
+	"slices"
+
+	"trainwire.dev/lib/rng"
 )
 
 // MSTopKStats describes one MSTopK run, for tests and logs.
@@ -41,50 +42,51 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	// ā (per fixed block, so independent of nworkers) and u in one pass.
 	var umax uint32
 	sum := sumInOrder(blockReduce(x, nworkers, func(b []float32) float64 {
-		var m uint32
-		for _, v := range b {
-			m = max(m, magKey(v))
-		}
-		atomicMax(&umax, m)
+		atomicMax(&umax, maxMagSeq(b))
 		return sumAbs(b)
 	}))
 	mean := sum / float64(d)
 	u := float64(math.Float32frombits(umax))
 	search := NewThresholdSearch(mean, u, int64(k), int64(d))
-	counts := make([]int, len(cs))
-	for it := 0; it < N; it++ {
-		st.Probes++
-		tk := KeyCeil(search.Probe())
+	// Each pass over x counts the probe and both probes that can follow
+	// it (after a count ≤ k, and after one > k): two steps of the
+	// bisection a pass, with the counts of one probe at a time.
+	counts := make([][3]int, len(cs))
+	for it := 0; it < N; it += 2 {
+		t0 := search.Probe()
+		keys := [3]uint32{KeyCeil(t0), KeyCeil(search.Next(true)), KeyCeil(search.Next(false))}
 		parallel(cs, func(c, lo, hi int) {
-			n := 0
-			for _, v := range x[lo:hi] {
-				if magKey(v) >= tk {
-					n++
-				}
-			}
-			counts[c] = n
+			counts[c] = countGE3(x[lo:hi], keys)
 		})
-		nnz := 0
+		var nnz [3]int
 		for _, n := range counts {
-			nnz += n
+			nnz[0], nnz[1], nnz[2] = nnz[0]+n[0], nnz[1]+n[1], nnz[2]+n[2]
 		}
-		if search.Record(int64(nnz)) {
+		st.Probes++
+		if search.Record(int64(nnz[0])) || it+1 == N {
+			break
+		}
+		below := nnz[0] <= k
+		search.Probe() // = Next(below), whose count is in
+		st.Probes++
+		n1 := nnz[2]
+		if below {
+			n1 = nnz[1]
+		}
+		if search.Record(int64(n1)) {
 			break
 		}
 	}
 	st.Thres1, st.Thres2 = search.Thres1, search.Thres2
 	t1 := KeyCeil(search.Thres1)
 	t2 := KeyCeil(search.Thres2)
-	// ι1 and ι2, ascending.
-	var i1, i2 []uint32
-	for i, v := range x {
-		kk := magKey(v)
-		if kk >= t1 {
-			i1 = append(i1, uint32(i))
-		} else if kk >= t2 {
-			i2 = append(i2, uint32(i))
-		}
-	}
+	// ι1 and ι2, ascending: collected per chunk in parallel, then joined
+	// in chunk order.
+	c1, c2 := make([][]uint32, len(cs)), make([][]uint32, len(cs))
+	parallel(cs, func(c, lo, hi int) {
+		c1[c], c2[c] = splitGE(x[lo:hi], lo, t1, t2)
+	})
+	i1, i2 := slices.Concat(c1...), slices.Concat(c2...)
 	st.K1, st.Band = len(i1), len(i2)
 	need := k - len(i1)
 	s := rng.Seq{Key: key}
@@ -127,6 +129,18 @@ type ThresholdSearch struct {
 // magnitude is mean and largest u.
 func NewThresholdSearch(mean, u float64, k, d int64) ThresholdSearch {
 	return ThresholdSearch{Thres1: math.Inf(1), mean: mean, u: u, r: 1, k: k, k2: d}
+}
+
+// Next returns the threshold Probe will return after the current probe
+// is recorded with a count ≤ k (below) or > k, without changing s: a
+// caller may count it in the same pass as the current one.
+func (s ThresholdSearch) Next(below bool) float64 {
+	if below {
+		s.r = s.ratio
+	} else {
+		s.l = s.ratio
+	}
+	return s.Probe()
 }
 
 // Probe returns the next threshold to count the elements at or above.
@@ -209,4 +223,83 @@ func mstopkRef(x []float32, k, N int, key uint64) []uint32 {
 	out := append(append([]uint32{}, i1...), i2[start:start+need]...)
 	sortU32(out)
 	return out
+}
+
+// countGE3 returns, for each of three thresholds tk[j] ≤ 0x7f800001
+// (KeyCeil's range), how many elements of x have a magnitude key ≥ tk[j],
+// in one pass: countGE3AVX2
+// for the leading multiple of 32 (in pieces below its 2^35 bound) where
+// the CPU has AVX2, countGEGo for the rest.
+func countGE3(x []float32, tk [3]uint32) [3]int {
+	var n [3]int
+	k := 0
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		tm1 := [3]int32{int32(tk[0]) - 1, int32(tk[1]) - 1, int32(tk[2]) - 1}
+		for b := 0; b < k; b += 1 << 30 {
+			var out [3]int
+			countGE3AVX2(&x[b], min(k-b, 1<<30), &tm1, &out)
+			n[0], n[1], n[2] = n[0]+out[0], n[1]+out[1], n[2]+out[2]
+		}
+	}
+	for j := range n {
+		n[j] += countGEGo(x[k:], tk[j])
+	}
+	return n
+}
+
+// countGEGo is one of countGE3's counts in pure Go.
+func countGEGo(x []float32, tk uint32) int {
+	n := 0
+	for _, v := range x {
+		if magKey(v) >= tk {
+			n++
+		}
+	}
+	return n
+}
+
+// maxMagSeq is the largest magnitude key of x on this goroutine:
+// maxMagAVX2 for the leading multiple of 32 where the CPU has AVX2,
+// maxMagGo for the rest.
+func maxMagSeq(x []float32) uint32 {
+	k, m := 0, uint32(0)
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		m = maxMagAVX2(&x[0], k)
+	}
+	return max(m, maxMagGo(x[k:]))
+}
+
+// splitGE returns lo + the positions in x whose magnitude key is ≥ t1,
+// and those in [t2, t1), both ascending (t2 ≤ t1 ≤ 0x7f800001). Where the
+// CPU has AVX2, geMaskAVX2 marks the elements ≥ t2 32 at a time and only
+// those are looked at (they are few: k and MSTopK's band).
+func splitGE(x []float32, lo int, t1, t2 uint32) (a1, a2 []uint32) {
+	take := func(i int) {
+		if kk := magKey(x[i]); kk >= t1 {
+			a1 = append(a1, uint32(lo+i))
+		} else if kk >= t2 {
+			a2 = append(a2, uint32(lo+i))
+		}
+	}
+	k := 0
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		var masks [64]uint32 // 2048 elements a call
+		for b := 0; b < k; b += 32 * len(masks) {
+			m := min(len(masks), (k-b)/32)
+			geMaskAVX2(&x[b], 32*m, int32(t2)-1, &masks[0])
+			for w, bits := range masks[:m] {
+				for bits != 0 {
+					take(b + 32*w + trailingZeros(uint64(bits)))
+					bits &= bits - 1
+				}
+			}
+		}
+	}
+	for i := k; i < len(x); i++ {
+		take(i)
+	}
+	return a1, a2
 }
