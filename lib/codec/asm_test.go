@@ -550,7 +550,7 @@ func TestCountGE(t *testing.T) {
 			}
 			// splitGE with tk as t2 and the next threshold up as t1
 			t1 := min(tk+uint32(r.IntN(1<<24)), 0x7f800001)
-			a1, a2 := splitGE(x, 7, t1, tk)
+			a1, a2 := splitGE(x, 7, t1, tk, nil, nil)
 			var w1, w2 []uint32
 			for i, v := range x {
 				if kk := magKey(v); kk >= t1 {

@@ -84,7 +84,7 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	// in chunk order.
 	c1, c2 := make([][]uint32, len(cs)), make([][]uint32, len(cs))
 	parallel(cs, func(c, lo, hi int) {
-		c1[c], c2[c] = splitGE(x[lo:hi], lo, t1, t2)
+		c1[c], c2[c] = splitGE(x[lo:hi], lo, t1, t2, nil, nil)
 	})
 	i1, i2 := slices.Concat(c1...), slices.Concat(c2...)
 	st.K1, st.Band = len(i1), len(i2)
@@ -271,11 +271,12 @@ func maxMagSeq(x []float32) uint32 {
 	return max(m, maxMagGo(x[k:]))
 }
 
-// splitGE returns lo + the positions in x whose magnitude key is ≥ t1,
-// and those in [t2, t1), both ascending (t2 ≤ t1 ≤ 0x7f800001). Where the
-// CPU has AVX2, geMaskAVX2 marks the elements ≥ t2 32 at a time and only
-// those are looked at (they are few: k and MSTopK's band).
-func splitGE(x []float32, lo int, t1, t2 uint32) (a1, a2 []uint32) {
+// splitGE appends to a1 lo + the positions in x whose magnitude key is
+// ≥ t1, and to a2 those in [t2, t1), both ascending (t2 ≤ t1 ≤
+// 0x7f800001). Where the CPU has AVX2, geMaskAVX2 marks the elements ≥ t2
+// 32 at a time and only those are looked at (they are few: the k largest
+// and a band or bucket below them).
+func splitGE(x []float32, lo int, t1, t2 uint32, a1, a2 []uint32) ([]uint32, []uint32) {
 	take := func(i int) {
 		if kk := magKey(x[i]); kk >= t1 {
 			a1 = append(a1, uint32(lo+i))

@@ -50,17 +50,23 @@ func topK(x []float32, k int, nworkers int) ([]uint32, bool) {
 	cs := chunks(n, workers(nworkers, n), 64)
 	hists := make([][nb]uint32, len(cs))
 	parallel(cs, func(c, lo, hi int) {
-		h := &hists[c]
+		// Four histograms, one per lane: gradients crowd a few buckets,
+		// and increments of one counter in a row wait for each other.
+		var h4 [4][nb]uint32
 		xs := x[lo:hi]
 		i := 0
 		for ; i+4 <= len(xs); i += 4 {
-			h[magKey(xs[i])>>shift]++
-			h[magKey(xs[i+1])>>shift]++
-			h[magKey(xs[i+2])>>shift]++
-			h[magKey(xs[i+3])>>shift]++
+			h4[0][magKey(xs[i])>>shift]++
+			h4[1][magKey(xs[i+1])>>shift]++
+			h4[2][magKey(xs[i+2])>>shift]++
+			h4[3][magKey(xs[i+3])>>shift]++
 		}
 		for ; i < len(xs); i++ {
-			h[magKey(xs[i])>>shift]++
+			h4[0][magKey(xs[i])>>shift]++
+		}
+		h := &hists[c]
+		for j := range h {
+			h[j] = h4[0][j] + h4[1][j] + h4[2][j] + h4[3][j]
 		}
 	})
 	for c := range hists {
@@ -92,18 +98,10 @@ func topK(x []float32, k int, nworkers int) ([]uint32, bool) {
 		for j := b + 1; j < nb; j++ {
 			nd += int(hists[c][j])
 		}
-		d := make([]uint32, 0, nd)
-		cd := make([]uint32, 0, hists[c][b])
-		ub := uint32(b)
-		for i := lo; i < hi; i++ {
-			bk := magKey(x[i]) >> shift
-			if bk > ub {
-				d = append(d, uint32(i))
-			} else if bk == ub {
-				cd = append(cd, uint32(i))
-			}
-		}
-		defs[c], cands[c] = d, cd
+		// bucket > b is key ≥ (b+1)<<shift ≤ 0x7f800000 (no key is
+		// non-finite here), bucket b is the keys below that from b<<shift
+		defs[c], cands[c] = splitGE(x[lo:hi], lo, uint32(b+1)<<shift, uint32(b)<<shift,
+			make([]uint32, 0, nd), make([]uint32, 0, hists[c][b]))
 	})
 	// Resolve the candidates: the need largest, ties by lowest index.
 	var all []uint32
