@@ -235,3 +235,17 @@ func TestPropertyMSTopK(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyTopK: TopK (radix selection, mask-driven collection)
+// returns exactly its plain reference's indices (ties to the lowest
+// index), for any data, k and goroutine count.
+func TestPropertyTopK(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, x := genTensor(t)
+		k := rapid.IntRange(0, len(x)+1).Draw(t, "k")
+		w := rapid.IntRange(1, 5).Draw(t, "workers")
+		if got, ref := TopK(x, k, w), topkRef(x, min(k, len(x))); !slices.Equal(got, ref) {
+			t.Fatalf("k=%d: %d indices differ from the reference's %d", k, len(got), len(ref))
+		}
+	})
+}
