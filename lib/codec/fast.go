@@ -631,13 +631,18 @@ func bf16DecodeGo(dst []float32, src []byte) {
 
 // ternDecode decodes TernGrad's elements [lo, lo+len(dst)) (lo a multiple
 // of 8) from the planes b[:nb] and b[nb:]: ternDecodeAVX512 for the
-// leading multiple of 16 where the CPU has AVX-512, ternDecodeGo for the
+// leading multiple of 16 where the CPU has AVX-512, else ternDecodeAVX2
+// for the leading multiple of 8 where it has AVX2, ternDecodeGo for the
 // rest (and everything elsewhere).
 func ternDecode(dst []float32, b []byte, nb, lo int, s float32) {
 	k := 0
-	if haveAVX512 && len(dst) >= 16 {
+	switch {
+	case haveAVX512 && len(dst) >= 16:
 		k = len(dst) / 16 * 16
 		ternDecodeAVX512(&dst[0], &b[lo/8], nb, k, s)
+	case haveAVX2 && len(dst) >= 8:
+		k = len(dst) / 8 * 8
+		ternDecodeAVX2(&dst[0], &b[lo/8], nb, k, s)
 	}
 	ternDecodeGo(dst[k:], b, nb, lo+k, s)
 }

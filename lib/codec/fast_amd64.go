@@ -124,6 +124,12 @@ func naturalDecodeAVX2(dst *float32, src *byte, n int)
 //go:noescape
 func bf16DecodeAVX2(dst *float32, src *byte, n int)
 
+// ternDecodeAVX2 is ternDecodeGo on n elements (n a multiple of 8) from
+// a byte boundary.
+//
+//go:noescape
+func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
+
 // ternDecodeAVX512 is ternDecodeGo on n elements (n a multiple of 16)
 // starting at bits[0]'s first bit.
 //

@@ -1220,3 +1220,63 @@ c3done:
 	MOVQ       X4, 16(DI)
 	VZEROUPPER
 	RET
+
+// ---- terngrad decode (AVX2) ----
+
+// ternbits<> holds bit 7−e of a byte for lane e (the planes are MSB first).
+DATA ternbits<>+0(SB)/4, $0x80
+DATA ternbits<>+4(SB)/4, $0x40
+DATA ternbits<>+8(SB)/4, $0x20
+DATA ternbits<>+12(SB)/4, $0x10
+DATA ternbits<>+16(SB)/4, $0x08
+DATA ternbits<>+20(SB)/4, $0x04
+DATA ternbits<>+24(SB)/4, $0x02
+DATA ternbits<>+28(SB)/4, $0x01
+GLOBL ternbits<>(SB), RODATA|NOPTR, $32
+
+// func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
+// TernGrad's decoder for n elements (n a multiple of 8) from a byte
+// boundary: plane 1 (bits) → s, else plane 2 (bits[nb:]) → −s, else 0.
+// Each plane byte is broadcast to eight lanes and tested against its lane's
+// bit.
+TEXT ·ternDecodeAVX2(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ bits+8(FP), SI
+	MOVQ nb+16(FP), R8
+	ADDQ SI, R8
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	VBROADCASTSS s+32(FP), Y8
+	MOVL $0x80000000, AX
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9
+	VPXOR Y8, Y9, Y9 // −s (the sign bit flipped, as Go's -s)
+	VMOVDQU ternbits<>(SB), Y10
+
+tavloop:
+	TESTQ CX, CX
+	JZ    tavdone
+	MOVBLZX (SI), AX
+	MOVBLZX (R8), BX
+	MOVD    AX, X0
+	MOVD    BX, X1
+	VPBROADCASTD X0, Y0
+	VPBROADCASTD X1, Y1
+	VPAND    Y10, Y0, Y0
+	VPAND    Y10, Y1, Y1
+	VPCMPEQD Y10, Y0, Y0 // plane 1
+	VPCMPEQD Y10, Y1, Y1 // plane 2
+	VPANDN   Y1, Y0, Y1  // plane 2 and not plane 1
+	VPAND    Y8, Y0, Y0
+	VPAND    Y9, Y1, Y1
+	VPOR     Y1, Y0, Y0
+	VMOVUPS  Y0, (DI)
+	INCQ SI
+	INCQ R8
+	ADDQ $32, DI
+	DECQ CX
+	JMP  tavloop
+
+tavdone:
+	VZEROUPPER
+	RET

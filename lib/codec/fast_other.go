@@ -82,3 +82,7 @@ func geMaskAVX2(x *float32, n int, tm1 int32, dst *uint32) {
 func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int) {
 	panic("codec: no countGE3AVX2 on this platform")
 }
+
+func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32) {
+	panic("codec: no ternDecodeAVX2 on this platform")
+}
