@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"slices"
 	"trainwire.dev/lib/rng"
 
 	"fmt"
@@ -94,43 +95,54 @@ func DGCSelect(x []float32, k int, key uint64, nworkers int) ([]uint32, float32)
 		thr = min(thr, float32(math.Abs(float64(sample[i]))))
 	}
 	cs := chunks(d, workers(nworkers, d), 64)
-	counts := make([]int, len(cs))
-	for round := 0; round <= 10; round++ {
-		tk := math.Float32bits(thr)
+	counts := make([][3]int, len(cs))
+	// Rounds r, r+1 and r+2 lower the threshold by ×0.8 each, known in
+	// advance: one pass counts three rounds (countGE3).
+	for round := 0; round <= 10; round += 3 {
+		thrs := [3]float32{thr, thr * 0.8, thr * 0.8 * 0.8}
+		var keys [3]uint32
+		for j, t := range thrs {
+			keys[j] = math.Float32bits(t)
+		}
 		parallel(cs, func(c, lo, hi int) {
-			n := 0
-			for _, v := range x[lo:hi] {
-				if magKey(v) >= tk {
-					n++
-				}
-			}
-			counts[c] = n
+			counts[c] = countGE3(x[lo:hi], keys)
 		})
-		total := 0
-		for _, n := range counts {
-			total += n
-		}
-		if total >= k && thr > 0 {
-			cand := make([]uint32, 0, total)
-			vals := make([]float32, 0, total)
-			for i, v := range x {
-				if magKey(v) >= tk {
-					cand = append(cand, uint32(i))
-					vals = append(vals, v)
-				}
+		for j := range thrs {
+			if round+j > 10 {
+				break
 			}
-			sel := TopK(vals, k, 1)
-			out := make([]uint32, k)
-			for j, p := range sel {
-				out[j] = cand[p]
+			total := 0
+			for _, n := range counts {
+				total += n[j]
 			}
-			return out, thr
+			if total >= k && thrs[j] > 0 {
+				return dgcCollect(x, k, cs, keys[j]), thrs[j]
+			}
 		}
-		if round < 10 {
-			thr *= 0.8
-		}
+		thr = thrs[2] * 0.8
 	}
 	return TopK(x, k, nworkers), 0
+}
+
+// dgcCollect returns the k largest-magnitude elements among those whose
+// key is ≥ tk (at least k of them): collected per chunk in parallel from
+// AVX2 compare masks (splitGE), then the exact top-k of their values.
+func dgcCollect(x []float32, k int, cs [][2]int, tk uint32) []uint32 {
+	per := make([][]uint32, len(cs))
+	parallel(cs, func(c, lo, hi int) {
+		per[c], _ = splitGE(x[lo:hi], lo, tk, tk, nil, nil)
+	})
+	cand := slices.Concat(per...)
+	vals := make([]float32, len(cand))
+	for j, i := range cand {
+		vals[j] = x[i]
+	}
+	sel := TopK(vals, k, 1)
+	out := make([]uint32, k)
+	for j, p := range sel {
+		out[j] = cand[p]
+	}
+	return out
 }
 
 func init() {
