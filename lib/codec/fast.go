@@ -663,3 +663,82 @@ func ternDecodeGo(dst []float32, b []byte, nb, lo int, s float32) {
 		}
 	}
 }
+
+// countGE3 returns, for each of three thresholds tk[j] ≤ 0x7f800001
+// (KeyCeil's range), how many elements of x have a magnitude key ≥ tk[j],
+// in one pass: countGE3AVX2 for the leading multiple of 32 (in pieces
+// below its 2^35 bound) where the CPU has AVX2, countGEGo for the rest.
+func countGE3(x []float32, tk [3]uint32) [3]int {
+	var n [3]int
+	k := 0
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		tm1 := [3]int32{int32(tk[0]) - 1, int32(tk[1]) - 1, int32(tk[2]) - 1}
+		for b := 0; b < k; b += 1 << 30 {
+			var out [3]int
+			countGE3AVX2(&x[b], min(k-b, 1<<30), &tm1, &out)
+			n[0], n[1], n[2] = n[0]+out[0], n[1]+out[1], n[2]+out[2]
+		}
+	}
+	for j := range n {
+		n[j] += countGEGo(x[k:], tk[j])
+	}
+	return n
+}
+
+// countGEGo is one of countGE3's counts in pure Go.
+func countGEGo(x []float32, tk uint32) int {
+	n := 0
+	for _, v := range x {
+		if magKey(v) >= tk {
+			n++
+		}
+	}
+	return n
+}
+
+// splitGE appends to a1 lo + the positions in x whose magnitude key is
+// ≥ t1, and to a2 those in [t2, t1), both ascending (t2 ≤ t1 ≤
+// 0x7f800001). Where the CPU has AVX2, geMaskAVX2 marks the elements ≥ t2
+// 32 at a time and only those are looked at (they are few: the k largest
+// and a band or bucket below them).
+func splitGE(x []float32, lo int, t1, t2 uint32, a1, a2 []uint32) ([]uint32, []uint32) {
+	take := func(i int) {
+		if kk := magKey(x[i]); kk >= t1 {
+			a1 = append(a1, uint32(lo+i))
+		} else if kk >= t2 {
+			a2 = append(a2, uint32(lo+i))
+		}
+	}
+	k := 0
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		var masks [64]uint32 // 2048 elements a call
+		for b := 0; b < k; b += 32 * len(masks) {
+			m := min(len(masks), (k-b)/32)
+			geMaskAVX2(&x[b], 32*m, int32(t2)-1, &masks[0])
+			for w, bits := range masks[:m] {
+				for bits != 0 {
+					take(b + 32*w + trailingZeros(uint64(bits)))
+					bits &= bits - 1
+				}
+			}
+		}
+	}
+	for i := k; i < len(x); i++ {
+		take(i)
+	}
+	return a1, a2
+}
+
+// maxMagSeq is the largest magnitude key of x on this goroutine:
+// maxMagAVX2 for the leading multiple of 32 where the CPU has AVX2,
+// maxMagGo for the rest.
+func maxMagSeq(x []float32) uint32 {
+	k, m := 0, uint32(0)
+	if haveAVX2 && len(x) >= 32 {
+		k = len(x) / 32 * 32
+		m = maxMagAVX2(&x[0], k)
+	}
+	return max(m, maxMagGo(x[k:]))
+}

@@ -1190,8 +1190,8 @@ c3loop:
 	JMP  c3loop
 
 c3done:
-	// each of the 8 lanes counts < 2^33 / 8 · 4 < 2^32: add them as
-	// unsigned dwords widened to qwords
+	// a lane takes four compares per 32 elements, so it counts at most
+	// n/8 < 2^32: add the lanes as unsigned dwords widened to qwords
 	MOVQ out+24(FP), DI
 	VPXOR      Y14, Y14, Y14
 	VPUNPCKLDQ Y14, Y0, Y4

@@ -165,7 +165,8 @@ func TestPropertySum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := int(prod(shape))
+		n, _ := numel(shape)
+		d := int(n)
 		var fs []*wire.Compressed
 		want := make([]float32, d)
 		for range 3 {
@@ -210,14 +211,6 @@ func TestPropertySum(t *testing.T) {
 			}
 		}
 	})
-}
-
-func prod(s []int64) int64 {
-	p := int64(1)
-	for _, v := range s {
-		p *= v
-	}
-	return p
 }
 
 // TestPropertyMSTopK: MSTopK (three probes counted per pass, parallel

@@ -22,7 +22,3 @@ func ParseDevice(s string) (isGPU bool, ordinal int, err error) {
 	}
 	return false, 0, fmt.Errorf("--device %q: want cpu, gpu or gpu:N", s)
 }
-
-func errNoEmuDevice(ordinal int) error {
-	return fmt.Errorf("gpu: device %d does not exist (a cudaemu build has device 0 only)", ordinal)
-}

@@ -2,6 +2,8 @@
 
 package gpu
 
+import "fmt"
+
 // Built reports whether this binary was built with CUDA support
 // (-tags cuda). A cudaemu build is not: its device runs the CUDA C on
 // the CPU.
@@ -15,7 +17,7 @@ const Built = false
 // anything else.
 func Open(ordinal int) (*Device, error) {
 	if ordinal != 0 {
-		return nil, errNoEmuDevice(ordinal)
+		return nil, fmt.Errorf("gpu: device %d does not exist (a cudaemu build has device 0 only)", ordinal)
 	}
 	return newDevice(newCudaEmu()), nil
 }
