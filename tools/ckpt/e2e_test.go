@@ -40,11 +40,19 @@ type cluster struct {
 	logs  map[int]*clitest.Buffer
 	// machine, if set, gives rank r's TRAINWIRE_CKPT_MACHINE.
 	machine map[int]string
+	// per, if set, gives rank r's agent flags of its own.
+	per func(r int) []string
 }
 
 func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*clitest.Buffer{}, machine: map[int]string{}}
+	return newClusterPer(t, n, nil, extra...)
+}
+
+// newClusterPer is newCluster where rank r's agent also gets per(r).
+func newClusterPer(t *testing.T, n int, per func(r int) []string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: clitest.Binary(t, "ckpt"), dir: t.TempDir(), n: n, extra: extra, procs: map[int]*exec.Cmd{}, logs: map[int]*clitest.Buffer{}, machine: map[int]string{}, per: per}
 	for r := 0; r < n; r++ {
 		c.machine[r] = fmt.Sprintf("machine-%d", r)
 	}
@@ -92,6 +100,9 @@ func (c *cluster) start(r int, peers []string) {
 	args := append([]string{"agent"}, c.rankArgs(r)...)
 	args = append(args, "--peers", strings.Join(peers, ","), "--timeout", "5s", "--log-level", "debug")
 	args = append(args, c.extra...)
+	if c.per != nil {
+		args = append(args, c.per(r)...)
+	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(os.Environ(), "TRAINWIRE_TOKEN=e2e-token")
 	c.mu.Lock()
@@ -177,10 +188,14 @@ func (c *cluster) saveAll(iter int64, ranks []int, shard func(r int) []byte, arg
 		}(r)
 	}
 	wg.Wait()
+	var failed []string
 	for _, e := range errs {
 		if e != "" {
-			c.t.Fatal(e)
+			failed = append(failed, e)
 		}
+	}
+	if len(failed) > 0 {
+		c.t.Fatal(strings.Join(failed, "\n"))
 	}
 }
 

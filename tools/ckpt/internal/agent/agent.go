@@ -77,17 +77,25 @@ type Agent struct {
 	log   *slog.Logger
 	lim   wire.Limits
 
+	// passive agents (ckpt persist's client) take no part in the
+	// recovery protocol: they stamp nothing on their messages.
+	passive bool
+
 	mu sync.Mutex
-	// done[iter] is the set of ranks whose shard of iter is complete on
-	// every holder.
+	// inc is this process's incarnation; incs the last one heard from
+	// each rank; epoch the recovery epoch and why the last advance.
+	inc   uint64
+	incs  map[int]uint64
+	epoch int64
+	why   string
+	// done[iter] is the set of ranks whose shard of iter, saved in the
+	// current epoch, is complete on every holder.
 	done map[int64]map[int]bool
-	// own is the state of this rank's latest save.
-	ownIter   int64
-	ownResult chan struct{} // closed when ownErr/ownDone is known
-	ownErr    error
-	stats     Stats
-	tick      ticker
-	tl        *timeline
+	// own is this rank's latest save attempt (nil: none yet).
+	own   *attempt
+	stats Stats
+	tick  ticker
+	tl    *timeline
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -149,7 +157,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Run == "" {
 		cfg.Run = "ckpt"
 	}
-	a := &Agent{cfg: cfg, place: p, log: cfg.Log, done: map[int64]map[int]bool{}, ownIter: -1}
+	a := &Agent{cfg: cfg, place: p, log: cfg.Log, done: map[int64]map[int]bool{}, inc: newIncarnation(), incs: map[int]uint64{}}
 	if cfg.Timeline != nil {
 		a.tl = &timeline{w: cfg.Timeline}
 	}
@@ -232,6 +240,11 @@ func (a *Agent) Serve(ctx context.Context) error {
 			a.acceptLoop(tl, a.serveTrainer)
 		}()
 	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.announce()
+	}()
 	a.acceptLoop(pl, a.servePeer)
 	a.wg.Wait()
 	a.st.Close()
@@ -258,34 +271,33 @@ func (a *Agent) acceptLoop(l net.Listener, serve func(net.Conn)) {
 	}
 }
 
-// markDone records that owner's shard of iter is complete on all its
-// holders, and commits iter once every rank's is (C-RC-1).
-func (a *Agent) markDone(owner int, iter int64) {
+// markDone records that owner's shard of iter, saved in epoch, is
+// complete on all its holders, and commits iter once every rank's shard
+// of the current epoch is (C-RC-1). A report of another epoch is stale (or
+// of an attempt this agent has abandoned) and never counts.
+func (a *Agent) markDone(owner int, iter, epoch int64) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if epoch != a.epoch {
+		a.log.Debug("report of an abandoned attempt ignored", "owner", owner, "iter", iter, "attempt_epoch", epoch, "epoch", a.epoch)
+		return
+	}
 	set := a.done[iter]
 	if set == nil {
 		set = map[int]bool{}
 		a.done[iter] = set
 	}
 	set[owner] = true
-	full := len(set) == a.cfg.World
-	if full {
-		for it := range a.done {
-			if it <= iter {
-				delete(a.done, it)
-			}
+	if len(set) < a.cfg.World {
+		return
+	}
+	for it := range a.done {
+		if it <= iter {
+			delete(a.done, it)
 		}
 	}
-	a.mu.Unlock()
-	if full && a.st.SetCommitted(iter) {
-		a.log.Info("iteration committed: every rank's shard is complete on all its holders", "iter", iter)
-	}
-}
-
-// learnCommitted raises the committed iteration from a peer's word.
-func (a *Agent) learnCommitted(iter int64, from int) {
-	if a.st.SetCommitted(iter) {
-		a.log.Debug("committed iteration learned from a peer", "iter", iter, "from", from)
+	if a.st.SetCommitted(iter, epoch) {
+		a.log.Info("iteration committed: every rank's shard is complete on all its holders", "iter", iter, "epoch", epoch)
 	}
 }
 

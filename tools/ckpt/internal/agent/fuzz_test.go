@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/ckpt/internal/store"
 )
 
 func msg(meta map[string]string, frames ...wire.Frame) []byte {
@@ -56,7 +57,7 @@ func FuzzTrainerSocket(f *testing.F) {
 	f.Add([]byte("\x93garbage"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		run(b)
-		v := a.st.Get(0, 1)
+		v := a.st.Get(0, 1, store.AnyEpoch)
 		if v == nil {
 			// A valid newer save may have been committed; iteration 1 then
 			// made room for it, which is allowed only once that one is.

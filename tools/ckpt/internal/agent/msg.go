@@ -55,6 +55,10 @@ type conn struct {
 	timeout time.Duration
 	// who names the other side in errors ("rank 2", "trainer").
 	who string
+	// stamp, if set, adds the recovery state to every message written;
+	// observe, if set, takes it from every message header read (agent
+	// links only, not the trainer's).
+	stamp, observe func(map[string]string)
 }
 
 func newConn(c net.Conn, lim wire.Limits, timeout time.Duration, who string) *conn {
@@ -67,6 +71,9 @@ func (c *conn) Close() error { return c.c.Close() }
 // writer starts a message; the caller writes frames, then Close.
 func (c *conn) writer(meta map[string]string) *wire.Writer {
 	c.arm()
+	if c.stamp != nil {
+		c.stamp(meta)
+	}
 	// c.bw is big enough for the wire.Writer to use it as is: its Flush
 	// reaches the socket.
 	return wire.NewWriterHeader(c.bw, wire.Header{Producer: "ckpt", Meta: meta})
@@ -130,6 +137,9 @@ func (c *conn) header(d time.Duration) (map[string]string, error) {
 	if h.Meta == nil {
 		h.Meta = map[string]string{}
 	}
+	if c.observe != nil {
+		c.observe(h.Meta)
+	}
 	return h.Meta, nil
 }
 
@@ -174,12 +184,14 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("%s refused: %s", e.Who, e.Msg) }
 
-// ExitCode: bad input is 2, everything else 1.
+// ExitCode: bad input is 2; a peer's failure (a lost group, a replication
+// that failed, an iteration abandoned because a rank died or restarted) 3;
+// everything else 1.
 func (e *RemoteError) ExitCode() int {
 	switch e.Code {
 	case "bad_input":
 		return 2
-	case "lost":
+	case "lost", "replication_failed", "abandoned":
 		return 3
 	}
 	return 1

@@ -35,7 +35,18 @@ func (a *Agent) dialBuf(ctx context.Context, to int, sndbuf int) (*conn, error) 
 		c.Close()
 		return nil, fmt.Errorf("rank %d (%s): handshake: %w", to, addr, err)
 	}
-	return newConn(c, a.lim, a.cfg.Timeout, fmt.Sprintf("rank %d", to)), nil
+	return a.peerConn(c, to), nil
+}
+
+// peerConn wraps an authenticated connection to or from rank r: every
+// message carries the recovery state both ways (not for a passive agent).
+func (a *Agent) peerConn(c net.Conn, r int) *conn {
+	cn := newConn(c, a.lim, a.cfg.Timeout, fmt.Sprintf("rank %d", r))
+	if !a.passive {
+		cn.stamp = a.stamp
+		cn.observe = func(m map[string]string) { a.observe(r, m) }
+	}
+	return cn
 }
 
 // servePeer authenticates a peer's connection and serves its requests.
@@ -61,14 +72,11 @@ func (a *Agent) servePeer(c net.Conn) {
 		_ = tc.SetReadBuffer(4 << 20)
 		_ = tc.SetWriteBuffer(4 << 20)
 	}
-	cn := newConn(c, a.lim, a.cfg.Timeout, fmt.Sprintf("rank %d", h.From))
+	cn := a.peerConn(c, h.From)
 	for {
 		meta, err := cn.header(0)
 		if err != nil {
 			return // the peer closed the connection (or died)
-		}
-		if c, err := metaInt(meta, kCommitted); err == nil {
-			a.learnCommitted(c, h.From)
 		}
 		switch op := meta[kOp]; op {
 		case "replicate":
@@ -92,12 +100,21 @@ func (a *Agent) servePeer(c net.Conn) {
 			}
 			owner, err1 := metaInt(meta, kOwner)
 			iter, err2 := metaInt(meta, kIter)
-			if err := errors.Join(err1, err2); err != nil || owner != int64(h.From) {
+			epoch, err3 := metaInt(meta, kAttempt)
+			if err := errors.Join(err1, err2, err3); err != nil || owner != int64(h.From) {
 				_ = cn.sendError("bad_input", fmt.Errorf("bad done message from rank %d: %v", h.From, err))
 				return
 			}
-			a.markDone(int(owner), iter)
-			if err := cn.send(map[string]string{kOp: "ok", kCommitted: itoa(a.st.Committed())}); err != nil {
+			a.markDone(int(owner), iter, epoch)
+			if err := cn.send(map[string]string{kOp: "ok"}); err != nil {
+				return
+			}
+		case "hello", "abort":
+			// The recovery state in the header did the work (observe).
+			if _, err := cn.rest(); err != nil {
+				return
+			}
+			if err := cn.send(map[string]string{kOp: "ok"}); err != nil {
 				return
 			}
 		default:
@@ -108,7 +125,8 @@ func (a *Agent) servePeer(c net.Conn) {
 }
 
 func (a *Agent) inventoryMeta() map[string]string {
-	return map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed()), kRank: itoa(int64(a.cfg.Rank))}
+	c, ce := a.st.CommittedAt()
+	return map[string]string{kOp: "inventory", kCommitted: itoa(c), kCommittedEpoch: itoa(ce), kRank: itoa(int64(a.cfg.Rank))}
 }
 
 // inventoryFrames lists the complete versions as stats frames.
@@ -120,7 +138,7 @@ func (a *Agent) inventoryFrames() []wire.Frame {
 		}
 		out = append(out, &wire.Stats{Tool: "ckpt", Name: "version", Step: in.Iter, Rank: int64(in.Owner),
 			Values: map[string]float64{"len": float64(in.Len)},
-			Labels: map[string]string{"xxh3": hex(in.XXH3), "format": in.Format}})
+			Labels: map[string]string{"xxh3": hex(in.XXH3), "format": in.Format, kAttempt: itoa(in.Epoch)}})
 	}
 	return out
 }
@@ -140,7 +158,8 @@ func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
 	iter, e2 := metaInt(meta, kIter)
 	size, e3 := metaInt(meta, kLen)
 	sum, e4 := metaUint(meta, kXXH3)
-	if err := errors.Join(e1, e2, e3, e4); err != nil {
+	epoch, e5 := metaInt(meta, kAttempt)
+	if err := errors.Join(e1, e2, e3, e4, e5); err != nil {
 		_ = cn.sendError("bad_input", fmt.Errorf("replicate from rank %d: %v", from, err))
 		return
 	}
@@ -158,8 +177,12 @@ func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
 		_ = cn.sendError("bad_input", fmt.Errorf("rank %d does not hold rank %d's shard under this placement (m=%d)", a.cfg.Rank, owner, a.cfg.M))
 		return
 	}
-	log := a.log.With("owner", owner, "iter", iter, "from", from)
-	v, err := a.st.Begin(int(owner), iter, size, meta[kFormat], a.cfg.Timeout)
+	log := a.log.With("owner", owner, "iter", iter, "from", from, "attempt_epoch", epoch)
+	if cur := a.currentEpoch(); epoch < cur {
+		_ = cn.sendError("abandoned", fmt.Errorf("rank %d: iteration %d of rank %d (epoch %d) was abandoned: this agent is in recovery epoch %d", a.cfg.Rank, iter, owner, epoch, cur))
+		return
+	}
+	v, err := a.st.Begin(int(owner), iter, epoch, size, meta[kFormat], a.cfg.Timeout)
 	if err != nil {
 		log.Warn("refused a replica", "err", err)
 		_ = cn.sendError("refused", fmt.Errorf("rank %d: %w", a.cfg.Rank, err))
@@ -253,7 +276,7 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 	stop := context.AfterFunc(ctx, func() { cn.Close() })
 	defer stop()
 	meta := map[string]string{kOp: "replicate", kJob: a.cfg.Run, kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(v.Iter),
-		kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format, kCommitted: itoa(a.st.Committed())}
+		kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format, kAttempt: itoa(v.Epoch)}
 	credits := make(chan int, 1<<16)
 	result := make(chan error, 1)
 	go func() {
@@ -382,12 +405,16 @@ func (a *Agent) serveFetch(cn *conn, meta map[string]string) error {
 	if err := errors.Join(e1, e2); err != nil {
 		return cn.sendError("bad_input", err)
 	}
-	v := a.st.Get(int(owner), iter)
+	epoch := int64(store.AnyEpoch)
+	if e, err := metaInt(meta, kAttempt); err == nil {
+		epoch = e
+	}
+	v := a.st.Get(int(owner), iter, epoch)
 	if v == nil {
 		return cn.sendError("missing", fmt.Errorf("rank %d holds no complete copy of rank %d's iteration %d", a.cfg.Rank, owner, iter))
 	}
 	defer a.st.Unpin(v)
-	return a.sendChunks(cn, map[string]string{kOp: "shard", kOwner: itoa(owner), kIter: itoa(iter), kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format}, v)
+	return a.sendChunks(cn, map[string]string{kOp: "shard", kOwner: itoa(owner), kIter: itoa(iter), kAttempt: itoa(v.Epoch), kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format}, v)
 }
 
 // sendChunks writes meta, then v's bytes as raw chunk records of R/p
@@ -410,10 +437,11 @@ func (a *Agent) sendChunks(cn *conn, meta map[string]string, v *store.Version) e
 
 // peerInventory is what one peer reported.
 type peerInventory struct {
-	rank      int
-	committed int64
-	versions  []store.Info
-	err       error
+	rank int
+	// committed is its committed iteration, saved in committedEpoch.
+	committed, committedEpoch int64
+	versions                  []store.Info
+	err                       error
 }
 
 // inventories asks every other rank (in parallel) for its committed
@@ -424,7 +452,7 @@ func (a *Agent) inventories(ctx context.Context) []peerInventory {
 	for r := 0; r < a.cfg.World; r++ {
 		out[r].rank = r
 		if r == a.cfg.Rank {
-			out[r].committed = a.st.Committed()
+			out[r].committed, out[r].committedEpoch = a.st.CommittedAt()
 			for _, in := range a.st.Inventory() {
 				if in.State == store.Complete.String() {
 					out[r].versions = append(out[r].versions, in)
@@ -436,47 +464,22 @@ func (a *Agent) inventories(ctx context.Context) []peerInventory {
 		go func(r int) {
 			defer wg.Done()
 			// Tell the peer our committed iteration as we ask for its.
-			out[r] = a.askInventory(ctx, r, map[string]string{kOp: "inventory", kCommitted: itoa(a.st.Committed())})
+			out[r] = a.askInventory(ctx, r, map[string]string{kOp: "inventory"})
 		}(r)
 	}
 	wg.Wait()
 	return out
 }
 
-// notifyDone tells every rank that this rank's shard of iter is complete
-// on all its holders.
-func (a *Agent) notifyDone(ctx context.Context, iter int64) {
-	a.markDone(a.cfg.Rank, iter)
-	var wg sync.WaitGroup
-	for r := 0; r < a.cfg.World; r++ {
-		if r == a.cfg.Rank {
-			continue
-		}
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			err := func() error {
-				cn, err := a.dial(ctx, r)
-				if err != nil {
-					return err
-				}
-				defer cn.Close()
-				if err := cn.send(map[string]string{kOp: "done", kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(iter), kCommitted: itoa(a.st.Committed())}); err != nil {
-					return err
-				}
-				meta, _, err := cn.recv(a.cfg.Timeout)
-				if err != nil {
-					return err
-				}
-				if c, err := metaInt(meta, kCommitted); err == nil {
-					a.learnCommitted(c, r)
-				}
-				return nil
-			}()
-			if err != nil {
-				a.log.Warn("could not tell a rank that our shard is complete", "rank", r, "iter", iter, "err", err)
-			}
-		}(r)
+// notifyDone tells every rank that this rank's shard of iter, saved in
+// epoch, is complete on all its holders — unless the attempt was abandoned
+// meanwhile.
+func (a *Agent) notifyDone(ctx context.Context, iter, epoch int64) {
+	if a.currentEpoch() != epoch {
+		return
 	}
-	wg.Wait()
+	a.markDone(a.cfg.Rank, iter, epoch)
+	a.broadcast(ctx, map[string]string{kOp: "done", kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(iter), kAttempt: itoa(epoch)}, func(r int, err error) {
+		a.log.Warn("could not tell a rank that our shard is complete", "rank", r, "iter", iter, "err", err)
+	})
 }

@@ -22,7 +22,11 @@ import (
 // Remote reads committed shards from running agents over their peer
 // protocol (the same authenticated TCP connections agents use between
 // themselves); `ckpt persist` uses it. It holds no replicas.
-type Remote struct{ a *Agent }
+type Remote struct {
+	a *Agent
+	// epochs[iter] is the attempt Latest found committed for iter.
+	epochs map[int64]int64
+}
 
 // NewRemote returns a client of the agents at peers (rank order).
 func NewRemote(peers []string, token []byte, run string, m int, timeout time.Duration) (*Remote, error) {
@@ -34,7 +38,8 @@ func NewRemote(peers []string, token []byte, run string, m int, timeout time.Dur
 		return nil, err
 	}
 	a.lim = wire.Limits{MaxPayload: wire.DefaultLimits.MaxPayload}
-	return &Remote{a: a}, nil
+	a.passive = true
+	return &Remote{a: a, epochs: map[int64]int64{}}, nil
 }
 
 // World is the number of ranks.
@@ -57,28 +62,21 @@ func (r *Remote) Latest(ctx context.Context) (int64, [][]int, error) {
 	}
 	wg.Wait()
 	var dead []string
-	committed := int64(-1)
+	committed, epoch := int64(-1), int64(-1)
 	for _, in := range invs {
 		if in.err != nil {
 			dead = append(dead, fmt.Sprintf("rank %d (%v)", in.rank, in.err))
 			continue
 		}
-		committed = max(committed, in.committed)
+		if in.committed > committed || (in.committed == committed && in.committedEpoch > epoch) {
+			committed, epoch = in.committed, in.committedEpoch
+		}
 	}
 	if committed < 0 {
 		return -1, nil, fmt.Errorf("no committed checkpoint in the memory of any live agent (unreachable: %s)", list(dead))
 	}
-	where := make([][]int, a.cfg.World)
-	for _, in := range invs {
-		if in.err != nil {
-			continue
-		}
-		for _, v := range in.versions {
-			if v.Iter == committed && v.Owner >= 0 && v.Owner < a.cfg.World {
-				where[v.Owner] = append(where[v.Owner], in.rank)
-			}
-		}
-	}
+	r.epochs[committed] = epoch
+	where := holdersOf(invs, committed, epoch, a.cfg.World)
 	var lost []string
 	for o, w := range where {
 		if len(w) == 0 {
@@ -114,13 +112,14 @@ func (a *Agent) askInventory(ctx context.Context, i int, req map[string]string) 
 			return fmt.Errorf("rank %d: inventory: %v", i, err)
 		}
 		out.committed = c
+		out.committedEpoch = metaEpoch(meta, kCommittedEpoch)
 		for _, f := range frames {
 			s, ok := f.(*wire.Stats)
 			if !ok || s.Name != "version" {
 				continue
 			}
 			x, _ := metaUint(s.Labels, "xxh3")
-			out.versions = append(out.versions, store.Info{Owner: int(s.Rank), Iter: s.Step, Len: int64(s.Values["len"]), XXH3: x, Format: s.Labels["format"], State: store.Complete.String()})
+			out.versions = append(out.versions, store.Info{Owner: int(s.Rank), Iter: s.Step, Epoch: metaEpoch(s.Labels, kAttempt), Len: int64(s.Values["len"]), XXH3: x, Format: s.Labels["format"], State: store.Complete.String()})
 		}
 		return nil
 	}()
@@ -140,7 +139,11 @@ func (r *Remote) Fetch(ctx context.Context, h, owner int, iter int64, w io.Write
 	defer cn.Close()
 	stop := context.AfterFunc(ctx, func() { cn.Close() })
 	defer stop()
-	if err := cn.send(map[string]string{kOp: "fetch", kOwner: itoa(int64(owner)), kIter: itoa(iter)}); err != nil {
+	req := map[string]string{kOp: "fetch", kOwner: itoa(int64(owner)), kIter: itoa(iter)}
+	if e, ok := r.epochs[iter]; ok {
+		req[kAttempt] = itoa(e)
+	}
+	if err := cn.send(req); err != nil {
 		return tier.Fetched{}, err
 	}
 	meta, err := cn.header(a.cfg.Timeout)

@@ -75,7 +75,7 @@ func (a *Agent) serveTrainer(c net.Conn) {
 			}
 			// The trainer may go on: the local replica is sealed (digest,
 			// then commit record) and replicated in the background.
-			a.startOwn(v, 0)
+			a.startOwn(v, v.Iter, v.Epoch)
 		case "restore":
 			var hv *store.Version
 			var tb *store.Buffer
@@ -130,34 +130,38 @@ func (a *Agent) serveTrainer(c net.Conn) {
 func mustInt(m map[string]string, k string) int64 { v, _ := metaInt(m, k); return v }
 
 // waitPrevious makes a new save wait until the previous one is committed
-// or has failed (a new checkpoint cannot start before the previous one
-// completes), for at most d.
+// or will never be (its replication failed, or it was abandoned by a
+// recovery), for at most d.
 func (a *Agent) waitPrevious(d time.Duration) error {
 	a.mu.Lock()
-	prev, res := a.ownIter, a.ownResult
+	o := a.own
 	a.mu.Unlock()
-	if prev < 0 || res == nil {
+	if o == nil {
 		return nil
 	}
 	deadline := time.Now().Add(d)
 	select {
-	case <-res:
+	case <-o.settled:
 	case <-time.After(d):
-		return fmt.Errorf("the previous checkpoint (iteration %d) is still replicating after %v", prev, d)
+		return fmt.Errorf("the previous checkpoint (iteration %d) is still replicating after %v", o.iter, d)
 	}
-	a.mu.Lock()
-	perr := a.ownErr
-	a.mu.Unlock()
-	if perr != nil {
-		return nil // abandoned: it will never commit, so it may be overwritten
-	}
-	for a.st.Committed() < prev {
+	for a.st.Committed() < o.iter {
+		if a.ownErr(o) != nil {
+			return nil // it will never commit, so it may be overwritten
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the previous checkpoint (iteration %d) is not globally committed after %v: ranks %v have not reported their shard complete (slow, or dead?)", prev, d, a.missingDone(prev))
+			return fmt.Errorf("the previous checkpoint (iteration %d) is not globally committed after %v: ranks %v have not reported their shard complete (slow, or dead?)", o.iter, d, a.missingDone(o.iter))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	return nil
+}
+
+// ownErr returns o's failure or abandonment (nil while it may commit).
+func (a *Agent) ownErr(o *attempt) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return o.err
 }
 
 func (a *Agent) missingDone(iter int64) []int {
@@ -201,7 +205,7 @@ func (a *Agent) trainerBegin(cn *conn, meta map[string]string) (*store.Version, 
 		return nil, cn.sendError("busy", err)
 	}
 	a.tl.event("begin", a.cfg.Rank, "iter", iter, "t0", t0, "t1", time.Now())
-	v, err := a.st.Begin(a.cfg.Rank, iter, size, format, a.cfg.Timeout)
+	v, err := a.st.Begin(a.cfg.Rank, iter, a.currentEpoch(), size, format, a.cfg.Timeout)
 	if err != nil {
 		return nil, cn.sendError("refused", err)
 	}
@@ -256,16 +260,13 @@ func (a *Agent) trainerSave(cn *conn, meta map[string]string) error {
 		}
 		return nil
 	}
+	epoch, size := v.Epoch, v.Len
 	if err := a.st.Seal(v, 0); err != nil {
 		return cn.sendError("refused", err)
 	}
-	sealed := v
-	if err := cn.send(map[string]string{kOp: "ok", kIter: itoa(iter), kLen: itoa(sealed.Len), kXXH3: hex(sealed.XXH3)}); err != nil {
-		a.startOwn(nil, iter) // still replicate: the shard is sealed
-		return err
-	}
-	a.startOwn(nil, iter)
-	return nil
+	// Replicate even if the trainer is gone: the shard is sealed.
+	a.startOwn(nil, iter, epoch)
+	return cn.send(map[string]string{kOp: "ok", kIter: itoa(iter), kLen: itoa(size), kXXH3: hex(v.XXH3)})
 }
 
 // errBadStream closes a trainer connection whose stream cannot be read on.
@@ -307,7 +308,7 @@ func (a *Agent) saveFrames(cn *conn, iter int64, wait time.Duration) (*store.Ver
 	if err := a.waitPrevious(wait); err != nil {
 		return nil, err
 	}
-	v, err := a.st.Begin(a.cfg.Rank, iter, int64(buf.Len()), FormatWire, a.cfg.Timeout)
+	v, err := a.st.Begin(a.cfg.Rank, iter, a.currentEpoch(), int64(buf.Len()), FormatWire, a.cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func (a *Agent) saveChunks(cn *conn, iter int64, format string, wait time.Durati
 		_, _ = drain(cn)
 		return nil, err
 	}
-	v, err := a.st.Begin(a.cfg.Rank, iter, total, format, a.cfg.Timeout)
+	v, err := a.st.Begin(a.cfg.Rank, iter, a.currentEpoch(), total, format, a.cfg.Timeout)
 	if err != nil {
 		_, _ = drain(cn)
 		return nil, err
@@ -438,7 +439,7 @@ func (a *Agent) saveFile(path string, iter int64, format string, wait time.Durat
 	if err := a.waitPrevious(wait); err != nil {
 		return nil, err
 	}
-	v, err := a.st.Begin(a.cfg.Rank, iter, size, format, a.cfg.Timeout)
+	v, err := a.st.Begin(a.cfg.Rank, iter, a.currentEpoch(), size, format, a.cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -473,34 +474,47 @@ func validateShard(format string, b []byte) error {
 }
 
 // startOwn seals v (when not nil: the shared-memory path, sealed off the
-// trainer's critical path) and replicates this rank's shard of iter to
-// its m−1 peers in the background; when every peer has sealed its copy it
-// tells every rank (the commit rule).
-func (a *Agent) startOwn(v *store.Version, iter int64) {
-	res := make(chan struct{})
-	if v != nil {
-		iter = v.Iter
-	}
+// trainer's critical path) and replicates this rank's shard of iter,
+// saved in epoch, to its m−1 peers in the background; when every peer has
+// sealed its copy it tells every rank (the commit rule). A replication
+// that fails for good aborts the iteration on every agent.
+func (a *Agent) startOwn(v *store.Version, iter, epoch int64) {
+	ctx, cancel := context.WithCancel(a.ctx)
+	o := &attempt{iter: iter, epoch: epoch, settled: make(chan struct{}), cancel: cancel}
 	a.mu.Lock()
-	a.ownIter, a.ownResult, a.ownErr = iter, res, nil
+	if epoch < a.epoch {
+		o.err = &AbandonedError{Iter: iter, Why: a.why}
+		cancel()
+	}
+	a.own = o
 	a.mu.Unlock()
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		err := a.replicateOwn(v, iter)
+		defer cancel()
+		err := a.replicateOwn(ctx, v, iter, epoch)
 		a.mu.Lock()
-		a.ownErr = err
-		a.mu.Unlock()
-		close(res)
-		if err != nil {
-			a.log.Warn("replication failed: this iteration will not be committed; the previous committed one stays", "iter", iter, "err", err)
-			return
+		if o.err == nil {
+			o.err = err
 		}
-		a.notifyDone(a.ctx, iter)
+		final := o.err
+		a.mu.Unlock()
+		close(o.settled)
+		switch {
+		case final == nil:
+			a.notifyDone(a.ctx, iter, epoch)
+		case abandoned(final):
+			a.log.Warn("replication stopped: the iteration was abandoned", "iter", iter, "err", final)
+		default:
+			a.log.Warn("replication failed: this iteration will not be committed; the previous committed one stays", "iter", iter, "err", final)
+			if a.ctx.Err() == nil {
+				a.abort(iter, epoch, final)
+			}
+		}
 	}()
 }
 
-func (a *Agent) replicateOwn(v *store.Version, iter int64) error {
+func (a *Agent) replicateOwn(ctx context.Context, v *store.Version, iter, epoch int64) error {
 	var crcs []uint32
 	if v != nil {
 		// One pass: the shard's digest (the commit record) and the CRC32C
@@ -510,6 +524,9 @@ func (a *Agent) replicateOwn(v *store.Version, iter int64) error {
 		if err := a.st.SealHashed(v, sum, 0); err != nil {
 			return err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	dests := a.sends()
 	var base time.Time
@@ -530,12 +547,12 @@ func (a *Agent) replicateOwn(v *store.Version, iter int64) error {
 			defer func() { done <- i }()
 			base := base
 			for attempt := 0; attempt <= a.cfg.Retries; attempt++ {
-				pv := a.st.Get(a.cfg.Rank, iter)
+				pv := a.st.Get(a.cfg.Rank, iter, epoch)
 				if pv == nil {
 					errs[i] = fmt.Errorf("iteration %d vanished from the local store", iter)
 					return
 				}
-				err := a.sendReplica(a.ctx, d, pv, a.plan(pv.Len, i), base, seq, crcs)
+				err := a.sendReplica(ctx, d, pv, a.plan(pv.Len, i), base, seq, crcs)
 				base = time.Time{} // a retry sends as fast as it can
 				a.st.Unpin(pv)
 				if err == nil {
@@ -544,8 +561,12 @@ func (a *Agent) replicateOwn(v *store.Version, iter int64) error {
 				}
 				errs[i] = fmt.Errorf("to rank %d: %w", d, err)
 				atomic.AddInt64(&a.stats.ReplicationsFailed, 1)
-				if a.ctx.Err() != nil {
+				if ctx.Err() != nil {
 					return
+				}
+				var re *RemoteError
+				if errors.As(err, &re) && re.Code == "abandoned" {
+					return // the receiver has moved on: a retry cannot help
 				}
 				a.log.Warn("replication attempt failed", "iter", iter, "to", d, "attempt", attempt+1, "err", err)
 			}
@@ -571,11 +592,16 @@ func (a *Agent) trainerWait(cn *conn, meta map[string]string) error {
 	deadline := time.Now().Add(d)
 	for a.st.Committed() < iter {
 		a.mu.Lock()
-		failed := a.ownIter == iter && a.ownErr != nil
-		ferr := a.ownErr
+		var ferr error
+		if o := a.own; o != nil && o.iter == iter {
+			ferr = o.err
+		}
 		a.mu.Unlock()
-		if failed {
-			return cn.sendError("failed", fmt.Errorf("iteration %d will not be committed: %v", iter, ferr))
+		if abandoned(ferr) {
+			return cn.sendError("abandoned", ferr)
+		}
+		if ferr != nil {
+			return cn.sendError("replication_failed", fmt.Errorf("iteration %d will not be committed: %v", iter, ferr))
 		}
 		if time.Now().After(deadline) {
 			return cn.sendError("timeout", fmt.Errorf("iteration %d not committed after %v: ranks %v have not reported their shard complete", iter, d, a.missingDone(iter)))
@@ -588,12 +614,12 @@ func (a *Agent) trainerWait(cn *conn, meta map[string]string) error {
 // trainerStatus reports the committed iteration, what is held, counters.
 func (a *Agent) trainerStatus(cn *conn) error {
 	used, limit := a.st.Used()
-	meta := map[string]string{kOp: "status", kRank: itoa(int64(a.cfg.Rank)), "world": itoa(int64(a.cfg.World)), kCommitted: itoa(a.st.Committed()),
+	meta := map[string]string{kOp: "status", kRank: itoa(int64(a.cfg.Rank)), "world": itoa(int64(a.cfg.World)), kCommitted: itoa(a.st.Committed()), kEpoch: itoa(a.currentEpoch()),
 		"m": itoa(int64(a.cfg.M)), "strategy": a.place.Strategy, "sends_to": fmt.Sprint(a.sends()), "used": itoa(used), "memory": itoa(limit), "chunk": itoa(a.Chunk())}
 	var frames []wire.Frame
 	for _, in := range a.st.Inventory() {
 		frames = append(frames, &wire.Stats{Tool: "ckpt", Name: "version", Step: in.Iter, Rank: int64(in.Owner),
-			Values: map[string]float64{"len": float64(in.Len)}, Labels: map[string]string{"state": in.State, "format": in.Format, "xxh3": hex(in.XXH3)}})
+			Values: map[string]float64{"len": float64(in.Len)}, Labels: map[string]string{"state": in.State, "format": in.Format, "xxh3": hex(in.XXH3), kAttempt: itoa(in.Epoch)}})
 	}
 	frames = append(frames, &wire.Stats{Tool: "ckpt", Name: "counters", Rank: int64(a.cfg.Rank), Values: map[string]float64{
 		"bytes_sent": float64(atomic.LoadInt64(&a.stats.BytesSent)), "bytes_received": float64(atomic.LoadInt64(&a.stats.BytesReceived)),
@@ -604,27 +630,36 @@ func (a *Agent) trainerStatus(cn *conn) error {
 	return cn.send(meta, frames...)
 }
 
-// trainerRestore finds the iteration to restore (C-RC-1: the latest
-// globally committed one whose every shard has a live holder), then this
-// rank's shard in local memory, else in a peer's, and hands it over. It
-// returns what the trainer holds until "release".
+// trainerRestore rolls the job back to its newest committed iteration
+// (every uncommitted attempt on every live agent is abandoned first, so
+// that nothing newer can commit behind the restore's back), finds the
+// iteration to restore (C-RC-1: the latest globally committed one whose
+// every shard, of the attempt that was committed, has a live holder),
+// then this rank's shard in local memory, else in a peer's, and hands it
+// over. It returns what the trainer holds until "release".
 func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version, *store.Buffer, error) {
 	if _, err := cn.rest(); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 4*a.cfg.Timeout)
 	defer cancel()
+	// Round 1 learns the highest epoch among the live agents; round 2
+	// moves every one of them past it before they report.
+	a.inventories(ctx)
+	a.advance(fmt.Sprintf("rank %d's trainer is restoring: the job rolls back to its last committed iteration", a.cfg.Rank))
 	invs := a.inventories(ctx)
 	var dead []string
-	maxCommitted := int64(-1)
+	maxCommitted, maxEpoch := int64(-1), int64(-1)
 	for _, in := range invs {
 		if in.err != nil {
 			dead = append(dead, fmt.Sprintf("rank %d (%v)", in.rank, in.err))
 			continue
 		}
-		maxCommitted = max(maxCommitted, in.committed)
+		if in.committed > maxCommitted || (in.committed == maxCommitted && in.committedEpoch > maxEpoch) {
+			maxCommitted, maxEpoch = in.committed, in.committedEpoch
+		}
 	}
-	target := maxCommitted
+	target, epoch := maxCommitted, maxEpoch
 	if s, ok := meta[kIter]; ok && meta[kLatest] != "1" {
 		it, err := metaInt(meta, kIter)
 		if err != nil {
@@ -632,6 +667,9 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		}
 		if it > maxCommitted {
 			return nil, nil, cn.sendError("missing", fmt.Errorf("iteration %d is not committed (the latest committed iteration among live agents is %d); a partial checkpoint is never restored", it, maxCommitted))
+		}
+		if it < maxCommitted {
+			epoch = fullEpoch(invs, it, a.cfg.World)
 		}
 		target = it
 	}
@@ -642,19 +680,17 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		}
 		return nil, nil, cn.sendError("missing", fmt.Errorf("no committed checkpoint in the memory of any live agent (unreachable: %s); %s", list(dead), persistent))
 	}
-	// Every rank's shard of target must be on a live holder, or no rank
-	// restores from memory (never mix iterations).
-	where := make([][]int, a.cfg.World)
-	for _, in := range invs {
-		if in.err != nil {
-			continue
+	if epoch < 0 && target < maxCommitted {
+		// An older iteration no live agent holds whole any more: evicted
+		// by newer checkpoints (two versions per slot), not lost.
+		if a.cfg.Persistent != "" {
+			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d is no longer held in CPU memory (evicted by newer checkpoints)", target))
 		}
-		for _, v := range in.versions {
-			if v.Iter == target && v.Owner >= 0 && v.Owner < a.cfg.World {
-				where[v.Owner] = append(where[v.Owner], in.rank)
-			}
-		}
+		return nil, nil, cn.sendError("missing", fmt.Errorf("iteration %d is no longer held in CPU memory (each agent keeps the committed iteration %d and the one in progress; older ones are evicted): restore it from the persistent tier (--from persistent)", target, maxCommitted))
 	}
+	// Every rank's shard of target must be on a live holder, or no rank
+	// restores from memory (never mix iterations or attempts).
+	where := holdersOf(invs, target, epoch, a.cfg.World)
 	var lost []string
 	for r, w := range where {
 		if len(w) == 0 {
@@ -668,7 +704,9 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s; unreachable: %s; every rank must restart from the same persistent iteration — %s",
 			target, strings.Join(lost, ", "), list(dead), persistent))
 	}
-	a.learnCommitted(target, a.cfg.Rank)
+	if target == maxCommitted {
+		a.learnCommitted(target, epoch, a.cfg.Rank)
+	}
 	me := a.cfg.Rank
 	source := "local"
 	var data []byte
@@ -676,7 +714,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	var format string
 	var hv *store.Version
 	var tb *store.Buffer
-	if v := a.st.Get(me, target); v != nil {
+	if v := a.st.Get(me, target, epoch); v != nil {
 		hv, data, sum, format = v, v.Data(), v.XXH3, v.Format
 	} else {
 		// Peer memory: a group member first, in placement order.
@@ -685,7 +723,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		var errs []error
 		for _, r := range cands {
 			t0 := time.Now()
-			b, in, err := a.fetch(ctx, r, me, target)
+			b, in, err := a.fetch(ctx, r, me, target, epoch)
 			if err == nil {
 				d := time.Since(t0)
 				a.log.Info("fetched this rank's shard from a peer", "iter", target, "from", r, "bytes", in.Len, "elapsed", d.Round(time.Millisecond),
@@ -698,7 +736,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 			source = fmt.Sprintf("peer:%d", r)
 			// Keep it: this agent holds its rank's shard again (the next
 			// restore is local, and the slot can be re-replicated).
-			if v, err := a.st.Adopt(me, target, in.Len, in.XXH3, in.Format, b); err == nil {
+			if v, err := a.st.Adopt(me, target, epoch, in.Len, in.XXH3, in.Format, b); err == nil {
 				hv, data, sum, format = v, v.Data(), v.XXH3, v.Format
 			} else {
 				a.log.Debug("fetched shard kept aside, not in the store", "err", err)
@@ -837,13 +875,13 @@ func sendBytes(cn *conn, meta map[string]string, v *store.Version, data []byte, 
 
 // fetch pulls owner's shard of iter from rank r into a new buffer and
 // checks its digest.
-func (a *Agent) fetch(ctx context.Context, r, owner int, iter int64) (*store.Buffer, store.Info, error) {
+func (a *Agent) fetch(ctx context.Context, r, owner int, iter, epoch int64) (*store.Buffer, store.Info, error) {
 	cn, err := a.dial(ctx, r)
 	if err != nil {
 		return nil, store.Info{}, err
 	}
 	defer cn.Close()
-	if err := cn.send(map[string]string{kOp: "fetch", kOwner: itoa(int64(owner)), kIter: itoa(iter), kCommitted: itoa(a.st.Committed())}); err != nil {
+	if err := cn.send(map[string]string{kOp: "fetch", kOwner: itoa(int64(owner)), kIter: itoa(iter), kAttempt: itoa(epoch)}); err != nil {
 		return nil, store.Info{}, err
 	}
 	meta, err := cn.header(a.cfg.Timeout)
@@ -896,7 +934,7 @@ func (a *Agent) fetch(ctx context.Context, r, owner int, iter int64) (*store.Buf
 		b.Close()
 		return nil, store.Info{}, fmt.Errorf("rank %d: shard digest %016x, commit record %016x", r, h, sum)
 	}
-	return b, store.Info{Owner: owner, Iter: iter, Len: size, XXH3: sum, Format: meta[kFormat]}, nil
+	return b, store.Info{Owner: owner, Iter: iter, Epoch: epoch, Len: size, XXH3: sum, Format: meta[kFormat]}, nil
 }
 
 // restorePersistent is recovery's last resort: every rank loads the same

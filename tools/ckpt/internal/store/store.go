@@ -33,7 +33,11 @@ func (s State) String() string {
 type Version struct {
 	Owner int
 	// Commit record: written last, read only when State is Complete.
+	// Epoch is the recovery epoch of the save attempt the bytes belong to:
+	// a shard saved again after a rollback has the same Iter and a higher
+	// Epoch, and the commit of an iteration names the epoch it counts.
 	Iter   int64
+	Epoch  int64
 	Len    int64
 	XXH3   uint64
 	Format string
@@ -55,6 +59,7 @@ func (v *Version) Path() string { return v.buf.Path() }
 type Info struct {
 	Owner  int    `json:"owner"`
 	Iter   int64  `json:"iter"`
+	Epoch  int64  `json:"epoch"`
 	Len    int64  `json:"len"`
 	XXH3   uint64 `json:"xxh3"`
 	Format string `json:"format"`
@@ -70,11 +75,12 @@ type Store struct {
 	cond  *sync.Cond
 	slots map[int]*[2]*Version
 	// committed is the highest globally committed iteration this agent
-	// knows (-1: none).
-	committed int64
-	limit     int64
-	used      int64
-	name      string
+	// knows (-1: none), committedEpoch the epoch of the attempt committed.
+	committed      int64
+	committedEpoch int64
+	limit          int64
+	used           int64
+	name           string
 }
 
 // New returns a store that holds at most limit bytes of buffers (0: no
@@ -92,15 +98,23 @@ func (s *Store) Committed() int64 {
 	return s.committed
 }
 
-// SetCommitted raises the committed iteration to iter (it never goes
-// down) and reports whether it changed.
-func (s *Store) SetCommitted(iter int64) bool {
+// CommittedAt returns the highest globally committed iteration known
+// here and the epoch of the attempt that was committed.
+func (s *Store) CommittedAt() (iter, epoch int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committed, s.committedEpoch
+}
+
+// SetCommitted raises the committed iteration to iter, saved in epoch (it
+// never goes down), and reports whether it changed.
+func (s *Store) SetCommitted(iter, epoch int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if iter <= s.committed {
 		return false
 	}
-	s.committed = iter
+	s.committed, s.committedEpoch = iter, epoch
 	s.cond.Broadcast()
 	return true
 }
@@ -122,20 +136,18 @@ func (s *Store) slot(owner int) *[2]*Version {
 }
 
 // keep returns the index of the version that must survive a new write in
-// sl: the complete version of the committed iteration (or the newest
-// complete one at or below it), else the newest complete one; -1 if none.
+// sl: the complete version of the committed iteration (of its epoch), or
+// the newest complete one below it; -1 if none. A complete version newer
+// than the committed iteration is not kept: it is either still replicating
+// (its owner saves nothing new before it commits or fails) or an abandoned
+// attempt that a save after the rollback must be able to replace.
 func (s *Store) keep(sl *[2]*Version) int {
 	best := -1
 	for i, v := range sl {
-		if v.State == Complete && v.Iter <= s.committed && (best < 0 || v.Iter > sl[best].Iter) {
-			best = i
+		if v.State != Complete || v.Iter > s.committed || (v.Iter == s.committed && v.Epoch != s.committedEpoch) {
+			continue
 		}
-	}
-	if best >= 0 {
-		return best
-	}
-	for i, v := range sl {
-		if v.State == Complete && (best < 0 || v.Iter > sl[best].Iter) {
+		if best < 0 || v.Iter > sl[best].Iter {
 			best = i
 		}
 	}
@@ -144,10 +156,10 @@ func (s *Store) keep(sl *[2]*Version) int {
 
 // Begin reserves the version of owner's slot that a new iteration may
 // overwrite (never the committed one: C-RC-1) and sizes its buffer to
-// size bytes. It waits up to wait for readers of that buffer to finish.
+// size bytes; epoch is the save attempt's recovery epoch. It waits up to wait for readers of that buffer to finish.
 // The returned version is InProgress and pinned; finish it with Seal or
 // Abort.
-func (s *Store) Begin(owner int, iter, size int64, format string, wait time.Duration) (*Version, error) {
+func (s *Store) Begin(owner int, iter, epoch, size int64, format string, wait time.Duration) (*Version, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("store: negative size %d", size)
 	}
@@ -156,17 +168,9 @@ func (s *Store) Begin(owner int, iter, size int64, format string, wait time.Dura
 	sl := s.slot(owner)
 	k := s.keep(sl)
 	if k >= 0 && iter <= sl[k].Iter {
-		return nil, fmt.Errorf("store: iteration %d of rank %d is not newer than the iteration %d already held", iter, owner, sl[k].Iter)
+		return nil, fmt.Errorf("store: iteration %d of rank %d is not newer than the committed iteration %d already held", iter, owner, sl[k].Iter)
 	}
-	w := 1 - max(k, 0)
-	if k < 0 {
-		// Nothing complete: reuse an in-progress/failed buffer of this
-		// iteration or the one with a buffer already sized.
-		w = 0
-		if sl[1].buf != nil && sl[1].buf.Cap() >= size && (sl[0].buf == nil || sl[0].buf.Cap() < size) {
-			w = 1
-		}
-	}
+	w := s.writable(sl, k, size)
 	v := sl[w]
 	deadline := time.Now().Add(wait)
 	for v.pins > 0 || v.State == InProgress {
@@ -200,8 +204,36 @@ func (s *Store) Begin(owner int, iter, size int64, format string, wait time.Dura
 		v.buf = b
 		s.used += size
 	}
-	v.Iter, v.Len, v.XXH3, v.Format, v.State, v.pins = iter, size, 0, format, InProgress, 1
+	v.Iter, v.Epoch, v.Len, v.XXH3, v.Format, v.State, v.pins = iter, epoch, size, 0, format, InProgress, 1
 	return v, nil
+}
+
+// writable picks the buffer of sl a new version goes into, given k, the
+// one to keep (-1: none): the other one; with none to keep, one that is
+// not being read or written, then one holding no complete version, then
+// the older complete one, then one already big enough.
+func (s *Store) writable(sl *[2]*Version, k int, size int64) int {
+	if k >= 0 {
+		return 1 - k
+	}
+	a, b := sl[0], sl[1]
+	idle := func(v *Version) bool { return v.pins == 0 && v.State != InProgress }
+	big := func(v *Version) bool { return v.buf != nil && v.buf.Cap() >= size }
+	pick := func(second bool) int {
+		if second {
+			return 1
+		}
+		return 0
+	}
+	switch {
+	case idle(a) != idle(b):
+		return pick(idle(b))
+	case (a.State == Complete) != (b.State == Complete):
+		return pick(a.State == Complete)
+	case a.State == Complete && a.Iter != b.Iter:
+		return pick(b.Iter < a.Iter)
+	}
+	return pick(big(b) && !big(a))
 }
 
 // Adopt stores b (len bytes, already verified against sum) as owner's
@@ -209,7 +241,7 @@ func (s *Store) Begin(owner int, iter, size int64, format string, wait time.Dura
 // fetched from a peer — and returns it pinned. It takes the slot's
 // overwritable version, never the committed one; on refusal b is left to
 // the caller.
-func (s *Store) Adopt(owner int, iter, n int64, sum uint64, format string, b *Buffer) (*Version, error) {
+func (s *Store) Adopt(owner int, iter, epoch, n int64, sum uint64, format string, b *Buffer) (*Version, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.slot(owner)
@@ -217,10 +249,7 @@ func (s *Store) Adopt(owner int, iter, n int64, sum uint64, format string, b *Bu
 	if k >= 0 && iter <= sl[k].Iter {
 		return nil, fmt.Errorf("store: rank %d already holds iteration %d", owner, sl[k].Iter)
 	}
-	v := sl[1-max(k, 0)]
-	if k < 0 {
-		v = sl[0]
-	}
+	v := sl[s.writable(sl, k, b.Cap())]
 	if v.pins > 0 || v.State == InProgress {
 		return nil, fmt.Errorf("store: rank %d's slot is busy", owner)
 	}
@@ -236,7 +265,7 @@ func (s *Store) Adopt(owner int, iter, n int64, sum uint64, format string, b *Bu
 	}
 	s.used += b.Cap() - old
 	v.buf = b
-	v.Iter, v.Len, v.XXH3, v.Format, v.State, v.When, v.pins = iter, n, sum, format, Complete, time.Now(), 1
+	v.Iter, v.Epoch, v.Len, v.XXH3, v.Format, v.State, v.When, v.pins = iter, epoch, n, sum, format, Complete, time.Now(), 1
 	return v, nil
 }
 
@@ -275,22 +304,29 @@ func (s *Store) Abort(v *Version) {
 	s.unpinLocked(v)
 }
 
-// Get pins and returns owner's complete version of iter, or nil.
-func (s *Store) Get(owner int, iter int64) *Version {
+// Get pins and returns owner's complete version of iter saved in epoch
+// (AnyEpoch: the newest epoch held), or nil.
+func (s *Store) Get(owner int, iter, epoch int64) *Version {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.slots[owner]
 	if sl == nil {
 		return nil
 	}
+	var got *Version
 	for _, v := range sl {
-		if v.State == Complete && v.Iter == iter {
-			v.pins++
-			return v
+		if v.State == Complete && v.Iter == iter && (epoch == AnyEpoch || v.Epoch == epoch) && (got == nil || v.Epoch > got.Epoch) {
+			got = v
 		}
 	}
-	return nil
+	if got != nil {
+		got.pins++
+	}
+	return got
 }
+
+// AnyEpoch asks Get for a version of any epoch.
+const AnyEpoch = -1
 
 // Unpin releases a version returned by Get.
 func (s *Store) Unpin(v *Version) {
@@ -317,7 +353,7 @@ func (s *Store) Inventory() []Info {
 			if v.State == Empty {
 				continue
 			}
-			out = append(out, Info{Owner: owner, Iter: v.Iter, Len: v.Len, XXH3: v.XXH3, Format: v.Format, State: v.State.String()})
+			out = append(out, Info{Owner: owner, Iter: v.Iter, Epoch: v.Epoch, Len: v.Len, XXH3: v.XXH3, Format: v.Format, State: v.State.String()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

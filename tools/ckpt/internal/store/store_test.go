@@ -8,7 +8,7 @@ import (
 
 func fill(t *testing.T, s *Store, owner int, iter int64, b byte, n int64) *Version {
 	t.Helper()
-	v, err := s.Begin(owner, iter, n, "raw", time.Second)
+	v, err := s.Begin(owner, iter, 0, n, "raw", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,20 +24,20 @@ func TestDoubleBuffer(t *testing.T) {
 	s := New("test", 0)
 	defer s.Close()
 	v1 := fill(t, s, 0, 1, 1, 1000)
-	if s.Get(0, 1) != nil {
+	if s.Get(0, 1, AnyEpoch) != nil {
 		t.Fatal("an in-progress version is readable")
 	}
 	if err := s.Seal(v1, 0); err != nil {
 		t.Fatal(err)
 	}
-	s.SetCommitted(1)
+	s.SetCommitted(1, 0)
 	// Iteration 2 in progress, then abandoned: 1 stays.
 	v2 := fill(t, s, 0, 2, 2, 1000)
 	s.Abort(v2)
-	if g := s.Get(0, 2); g != nil {
+	if g := s.Get(0, 2, AnyEpoch); g != nil {
 		t.Fatal("an aborted version is readable")
 	}
-	g := s.Get(0, 1)
+	g := s.Get(0, 1, AnyEpoch)
 	if g == nil || g.Data()[0] != 1 {
 		t.Fatal("the committed version was lost")
 	}
@@ -50,7 +50,7 @@ func TestDoubleBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	v3 := fill(t, s, 0, 3, 3, 1000)
-	if g := s.Get(0, 1); g == nil {
+	if g := s.Get(0, 1, AnyEpoch); g == nil {
 		t.Fatal("committed iteration 1 overwritten by iteration 3 while 2 was not committed")
 	} else {
 		s.Unpin(g)
@@ -58,9 +58,9 @@ func TestDoubleBuffer(t *testing.T) {
 	if err := s.Seal(v3, 0); err != nil {
 		t.Fatal(err)
 	}
-	s.SetCommitted(3)
+	s.SetCommitted(3, 0)
 	v4 := fill(t, s, 0, 4, 4, 1000)
-	if g := s.Get(0, 3); g == nil || g.Data()[999] != 3 {
+	if g := s.Get(0, 3, AnyEpoch); g == nil || g.Data()[999] != 3 {
 		t.Fatal("committed iteration 3 overwritten by 4")
 	} else {
 		s.Unpin(g)
@@ -69,11 +69,11 @@ func TestDoubleBuffer(t *testing.T) {
 	if err := s.Seal(v4, 12345); err == nil {
 		t.Fatal("seal with a wrong digest succeeded")
 	}
-	if s.Get(0, 4) != nil {
+	if s.Get(0, 4, AnyEpoch) != nil {
 		t.Fatal("a version with a bad digest is readable")
 	}
 	// Not newer than what is held: refused.
-	if _, err := s.Begin(0, 3, 10, "raw", time.Second); err == nil {
+	if _, err := s.Begin(0, 3, 0, 10, "raw", time.Second); err == nil {
 		t.Fatal("an old iteration was accepted")
 	}
 }
@@ -85,11 +85,11 @@ func TestMemoryLimit(t *testing.T) {
 	_ = s.Seal(v, 0)
 	v = fill(t, s, 1, 1, 1, 1000)
 	_ = s.Seal(v, 0)
-	_, err := s.Begin(0, 2, 2500, "raw", time.Second)
+	_, err := s.Begin(0, 2, 0, 2500, "raw", time.Second)
 	if !errors.Is(err, ErrTooBig) {
 		t.Fatalf("over the limit: %v", err)
 	}
-	if g := s.Get(0, 1); g == nil {
+	if g := s.Get(0, 1, AnyEpoch); g == nil {
 		t.Fatal("a refused write dropped a version")
 	}
 	if used, _ := s.Used(); used != 2000 {
@@ -104,13 +104,67 @@ func TestPinnedNotOverwritten(t *testing.T) {
 		v := fill(t, s, 0, i, byte(i), 100)
 		_ = s.Seal(v, 0)
 	}
-	s.SetCommitted(2)
-	g := s.Get(0, 1) // a reader holds iteration 1
-	if _, err := s.Begin(0, 3, 100, "raw", 50*time.Millisecond); err == nil {
+	s.SetCommitted(2, 0)
+	g := s.Get(0, 1, AnyEpoch) // a reader holds iteration 1
+	if _, err := s.Begin(0, 3, 0, 100, "raw", 50*time.Millisecond); err == nil {
 		t.Fatal("a pinned version was overwritten")
 	}
 	s.Unpin(g)
-	if _, err := s.Begin(0, 3, 100, "raw", time.Second); err != nil {
+	if _, err := s.Begin(0, 3, 0, 100, "raw", time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 23: a complete version newer than the committed iteration (an
+// attempt abandoned by a recovery) is not "already held": a save of the
+// same iteration in a later epoch replaces it, while the committed one
+// stays; Get tells the attempts apart by epoch.
+func TestAbandonedAttemptReplaced(t *testing.T) {
+	s := New("test", 0)
+	defer s.Close()
+	v1 := fill(t, s, 0, 1, 1, 100)
+	if err := s.Seal(v1, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.SetCommitted(1, 0)
+	v2 := fill(t, s, 0, 2, 2, 100) // epoch 0, never committed
+	if err := s.Seal(v2, 0); err != nil {
+		t.Fatal(err)
+	}
+	v2b, err := s.Begin(0, 2, 1, 100, "raw", time.Second) // after the rollback
+	if err != nil {
+		t.Fatalf("the abandoned iteration 2 blocks its re-save: %v", err)
+	}
+	for i := range v2b.Data() {
+		v2b.Data()[i] = 22
+	}
+	if err := s.Seal(v2b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Get(0, 2, 0); g != nil {
+		t.Fatal("the abandoned attempt of iteration 2 is still readable")
+	}
+	g := s.Get(0, 2, 1)
+	if g == nil || g.Data()[0] != 22 {
+		t.Fatal("the new attempt of iteration 2 is not readable")
+	}
+	s.Unpin(g)
+	if g := s.Get(0, 1, 0); g == nil {
+		t.Fatal("the committed iteration 1 was overwritten")
+	} else {
+		s.Unpin(g)
+	}
+	s.SetCommitted(2, 1)
+	if _, err := s.Begin(0, 2, 2, 100, "raw", time.Second); err == nil {
+		t.Fatal("a committed iteration was accepted again")
+	}
+	// The committed version is the one of the committed epoch.
+	if _, err := s.Begin(0, 3, 2, 100, "raw", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Get(0, 2, 1); g == nil {
+		t.Fatal("iteration 3 overwrote the committed attempt of iteration 2")
+	} else {
+		s.Unpin(g)
 	}
 }
