@@ -36,6 +36,10 @@ const (
 	ExitBadInput = 2
 	// ExitPeer: a peer rank died, hung past its deadline, or refused us.
 	ExitPeer = 3
+	// ExitSkipped: nothing was done because another run holds the lock
+	// (a cron job overlapping the previous one); try again later. 75 is
+	// sysexits.h's EX_TEMPFAIL.
+	ExitSkipped = 75
 	// ExitInterrupted: stopped by SIGINT or SIGTERM.
 	ExitInterrupted = 130
 	// ExitUsage: bad flags or arguments (kong's convention).

@@ -28,42 +28,67 @@ type ExportCmd struct {
 	Output string `short:"o" required:"" help:"With --rank: the .safetensors file (- for stdout); else a directory that gets rank-NNNNN.safetensors per rank." type:"path"`
 }
 
-// Run writes persisted shards as safetensors files.
-func (c *ExportCmd) Run(rio *cli.IO) error {
+// Run writes persisted shards as safetensors files, all or nothing: every
+// file is written in a temporary directory inside the output directory and
+// moved into place only once all of them are, so a failed or interrupted
+// export leaves the output as it was.
+func (c *ExportCmd) Run(rio *cli.IO) (err error) {
 	m, err := tier.Latest(c.Dir, c.Iter)
 	if err != nil {
 		return err
 	}
 	ranks := []int{c.Rank}
+	tmp := ""
 	if c.Rank < 0 {
 		ranks = nil
 		for _, s := range m.Shards {
 			ranks = append(ranks, s.Rank)
 		}
+		if _, serr := os.Stat(c.Output); os.IsNotExist(serr) {
+			defer func() {
+				if err != nil {
+					_ = os.Remove(c.Output) // only if empty: what this run created
+				}
+			}()
+		}
 		if err := os.MkdirAll(c.Output, 0o755); err != nil {
 			return err
 		}
+		if tmp, err = os.MkdirTemp(c.Output, ".export-tmp-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
 	}
 	var total int64
+	var names []string
 	for _, r := range ranks {
+		if rio.Ctx.Err() != nil {
+			return cli.WithCode(cli.ExitInterrupted, fmt.Errorf("export interrupted; %s left as it was", c.Output))
+		}
 		data, s, err := tier.ReadShard(c.Dir, m, r)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w; nothing exported", err)
 		}
 		ds, err := shardTensors(data, s.Format)
 		if err != nil {
-			return fmt.Errorf("rank %d: %w", r, err)
+			return fmt.Errorf("rank %d: %w; nothing exported", r, err)
 		}
 		meta := map[string]string{"format": "pt", "trainwire_ckpt_iter": strconv.FormatInt(m.Iter, 10), "trainwire_ckpt_rank": strconv.Itoa(r),
 			"trainwire_ckpt_world": strconv.Itoa(m.World), "trainwire_ckpt_run": m.Run, "trainwire_ckpt_saved_as": s.Format}
 		path := c.Output
-		if c.Rank < 0 {
-			path = filepath.Join(c.Output, fmt.Sprintf("rank-%05d.safetensors", r))
+		if tmp != "" {
+			names = append(names, fmt.Sprintf("rank-%05d.safetensors", r))
+			path = filepath.Join(tmp, names[len(names)-1])
 		}
 		if err := writeOut(path, rio.Stdout, func(w io.Writer) error { return safetensors.WriteMeta(w, ds, meta) }); err != nil {
 			return err
 		}
 		total += int64(len(data))
+	}
+	for _, n := range names {
+		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(c.Output, n)); err != nil {
+			return fmt.Errorf("moving %s into %s: %w", n, c.Output, err)
+		}
 	}
 	fmt.Fprintf(rio.Stderr, "ckpt: exported iteration %d (%d shards, %d bytes) as safetensors to %s\n", m.Iter, len(ranks), total, c.Output)
 	return nil
@@ -83,8 +108,8 @@ func shardTensors(data []byte, format string) ([]*wire.Dense, error) {
 	}
 }
 
-// writeOut writes to path atomically (temp file, fsync, rename), or to
-// stdout for "-".
+// writeOut writes to path atomically (cli.CreateAtomic), or to stdout
+// for "-".
 func writeOut(path string, stdout io.Writer, fill func(io.Writer) error) error {
 	if path == "-" {
 		bw := bufio.NewWriterSize(stdout, 1<<20)
@@ -93,29 +118,19 @@ func writeOut(path string, stdout io.Writer, fill func(io.Writer) error) error {
 		}
 		return bw.Flush()
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
-	f, err := os.Create(tmp)
+	f, err := cli.CreateAtomic(path)
 	if err != nil {
 		return err
 	}
+	defer f.Abort()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
+	if err := fill(bw); err != nil {
+		return err
 	}
-	if err == nil {
-		err = f.Sync()
+	if err := bw.Flush(); err != nil {
+		return err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return f.Commit()
 }
 
 // ImportCmd is `ckpt import`.
@@ -165,7 +180,7 @@ func (c *ImportCmd) Run(rio *cli.IO) error {
 	if c.Iter < 0 {
 		return cli.WithCode(cli.ExitUsage, errors.New("--iter must be ≥ 0"))
 	}
-	unlock, err := tier.Lock(c.Dir, c.Wait)
+	unlock, err := lockDir(c.Dir, c.Wait, "import")
 	if err != nil {
 		return err
 	}

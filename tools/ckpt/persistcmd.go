@@ -38,7 +38,7 @@ type PersistCmd struct {
 	Token    string        `help:"The job token the agents share; prefer the env var." env:"TRAINWIRE_TOKEN"`
 	M        int           `name:"m" help:"Replicas per checkpoint, as given to the agents (orders the holders tried)." default:"2" env:"TRAINWIRE_CKPT_REPLICAS"`
 	Timeout  time.Duration `help:"Deadline for every connect, read and write to an agent." default:"30s" env:"TRAINWIRE_TIMEOUT"`
-	Wait     time.Duration `help:"Wait this long for the lock if another persist or prune holds it (0: skip this run, exit 0)." default:"0s"`
+	Wait     time.Duration `help:"Wait this long for the lock if another persist or prune holds it (0: skip this run at once, exit 75)." default:"0s"`
 	Tag      []string      `help:"Retention tags recorded in the catalog (pin: prune never removes it)."`
 	Rate     string        `help:"Cap the write rate (e.g. 200MB per second) to spare a shared file system; none: no cap." default:"none" env:"TRAINWIRE_CKPT_PERSIST_RATE"`
 	Metrics  string        `help:"Write Prometheus textfile metrics here (node_exporter's textfile collector): last success, duration, bytes." env:"TRAINWIRE_CKPT_METRICS" type:"path"`
@@ -49,8 +49,9 @@ type PersistCmd struct {
 func (c *PersistCmd) Run(rio *cli.IO) (err error) {
 	start := time.Now()
 	var res tier.Result
+	skipped := false
 	defer func() {
-		if c.Metrics != "" {
+		if c.Metrics != "" && !skipped {
 			if merr := writeMetrics(c.Metrics, "persist", start, err == nil, res.Bytes, res.Iter); merr != nil {
 				rio.Log.Warn("could not write the metrics file", "path", c.Metrics, "err", merr)
 			}
@@ -70,10 +71,9 @@ func (c *PersistCmd) Run(rio *cli.IO) (err error) {
 			return cli.WithCode(cli.ExitUsage, fmt.Errorf("--rate: %w", err))
 		}
 	}
-	unlock, err := tier.Lock(c.Dir, c.Wait)
+	unlock, err := lockDir(c.Dir, c.Wait, "persist")
 	if errors.Is(err, tier.ErrBusy) {
-		rio.Log.Info("skipped: " + err.Error() + " (overlapping cron runs are harmless)")
-		return nil
+		skipped = true // the lock holder writes the metrics
 	}
 	if err != nil {
 		return err
@@ -100,6 +100,18 @@ func (c *PersistCmd) Run(rio *cli.IO) (err error) {
 	fmt.Fprintf(rio.Stderr, "ckpt: persisted iteration %d (%d shards, %d bytes) to %s in %v (%.1f MB/s)\n",
 		res.Iter, res.Shards, res.Bytes, c.Dir, d.Round(time.Millisecond), float64(res.Bytes)/1e6/d.Seconds())
 	return nil
+}
+
+// lockDir takes the persistent directory's writer lock for verb, waiting
+// up to wait. When another run holds it past that, the error exits
+// cli.ExitSkipped (75), which cron scripts tell from success and from
+// failure.
+func lockDir(dir string, wait time.Duration, verb string) (func(), error) {
+	unlock, err := tier.Lock(dir, wait)
+	if errors.Is(err, tier.ErrBusy) {
+		return nil, cli.WithCode(cli.ExitSkipped, fmt.Errorf("skipped: %w in %s; this %s did nothing (exit %d: try again later, or give --wait)", err, dir, verb, cli.ExitSkipped))
+	}
+	return unlock, err
 }
 
 // LsCmd is `ckpt ls`.
@@ -210,7 +222,7 @@ type PruneCmd struct {
 	DirFlag
 	Keep      int           `required:"" help:"Keep the N newest persisted iterations."`
 	KeepEvery int64         `help:"Also keep every iteration divisible by K (0: none)." default:"0"`
-	Wait      time.Duration `help:"Wait this long for the lock (0: skip if a persist holds it)." default:"0s"`
+	Wait      time.Duration `help:"Wait this long for the lock if another persist or prune holds it (0: skip this run at once, exit 75)." default:"0s"`
 	DryRun    bool          `help:"Say what would be removed; remove nothing."`
 }
 
@@ -219,11 +231,7 @@ func (c *PruneCmd) Run(rio *cli.IO) error {
 	if c.Keep < 1 {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("--keep %d: keep at least the newest iteration", c.Keep))
 	}
-	unlock, err := tier.Lock(c.Dir, c.Wait)
-	if errors.Is(err, tier.ErrBusy) {
-		rio.Log.Info("skipped: " + err.Error())
-		return nil
-	}
+	unlock, err := lockDir(c.Dir, c.Wait, "prune")
 	if err != nil {
 		return err
 	}
@@ -257,7 +265,7 @@ func (c *PruneCmd) Run(rio *cli.IO) error {
 	for it := range keep {
 		named[it] = true
 	}
-	gone, err := tier.Cleanup(c.Dir, named)
+	gone, err := tier.Cleanup(c.Dir, named, true)
 	if err != nil {
 		return err
 	}
@@ -265,7 +273,7 @@ func (c *PruneCmd) Run(rio *cli.IO) error {
 	return nil
 }
 
-// writeMetrics writes a Prometheus textfile atomically (temp + rename),
+// writeMetrics writes a Prometheus textfile atomically (cli.CreateAtomic),
 // keeping the last success time of a previous successful run.
 func writeMetrics(path, verb string, start time.Time, ok bool, bytes, iter int64) error {
 	name := "ckpt_" + verb
@@ -289,11 +297,15 @@ func writeMetrics(path, verb string, start time.Time, ok bool, bytes, iter int64
 	fmt.Fprintf(&b, "# HELP %s_duration_seconds How long the last ckpt %s took.\n# TYPE %s_duration_seconds gauge\n%s_duration_seconds %.3f\n", name, verb, name, name, now.Sub(start).Seconds())
 	fmt.Fprintf(&b, "# HELP %s_bytes Bytes the last ckpt %s wrote or read.\n# TYPE %s_bytes gauge\n%s_bytes %d\n", name, verb, name, name, bytes)
 	fmt.Fprintf(&b, "# HELP %s_iteration Iteration of the last ckpt %s.\n# TYPE %s_iteration gauge\n%s_iteration %d\n", name, verb, name, name, iter)
-	tmp := fmt.Sprintf("%s.tmp.%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+	f, err := cli.CreateAtomic(path)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer f.Abort()
+	if _, err := f.WriteString(b.String()); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 // bar is a progress bar on stderr, drawn only on a terminal (or always).
@@ -376,20 +388,24 @@ func (c *RestoreCmd) fromPersistent(rio *cli.IO, rank int) error {
 		return err
 	}
 	var out io.Writer = rio.Stdout
+	var file *cli.AtomicFile
 	if c.Output != "-" {
-		f, err := os.Create(c.Output)
-		if err != nil {
+		if file, err = cli.CreateAtomic(c.Output); err != nil {
 			return err
 		}
-		defer f.Close()
-		out = f
+		defer file.Abort()
+		out = file
 	}
 	bw := bufio.NewWriterSize(out, 1<<20)
-	if err := convertShard(data, s.Format, c.Format, bw); err != nil {
-		return err
+	err = convertShard(data, s.Format, c.Format, bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := bw.Flush(); err != nil {
-		return err
+	if err == nil && file != nil {
+		err = file.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("%w%s", err, keptNote(c.Output))
 	}
 	fmt.Fprintf(rio.Stderr, "ckpt: rank %d restored iteration %d (%d bytes, %s) from persistent storage (%s) in %v\n", rank, m.Iter, len(data), s.Format, filepath.Join(c.Dir, s.File), time.Since(start).Round(time.Millisecond))
 	return nil

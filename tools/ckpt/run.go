@@ -22,6 +22,7 @@ type CLI struct {
 	Ls       LsCmd          `cmd:"" help:"List the checkpoints the persistent catalog names."`
 	Verify   VerifyCmd      `cmd:"" help:"Re-hash every persisted shard against the catalog (length, CRC32C, XXH3); exit 1 naming each bad shard."`
 	Prune    PruneCmd       `cmd:"" help:"Remove persisted checkpoints: keep the N newest and every K-th (catalog first, then files)."`
+	Catalog  CatalogCmd     `cmd:"" help:"Maintain the persistent catalog: rebuild it from the iteration directories (after corruption)."`
 	Export   ExportCmd      `cmd:"" help:"Write a persisted checkpoint as safetensors files (one per rank) that PyTorch and Hugging Face tools read."`
 	Import   ImportCmd      `cmd:"" help:"Record safetensors files (one per rank) as a persisted iteration, restorable with restore --from persistent."`
 	Health   HealthCmd      `cmd:"" help:"Show the etcd view: the root agent, the agents whose heartbeat is alive, the recovery decisions."`

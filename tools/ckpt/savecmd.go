@@ -47,15 +47,22 @@ func (c *SaveCmd) Run(rio *cli.IO) error {
 		if c.Input == "-" {
 			return cli.WithCode(cli.ExitUsage, errors.New("--shm needs the path of a file in shared memory, not stdin"))
 		}
-		if format == "auto" {
-			f, err := os.Open(c.Input)
-			if err != nil {
-				return err
-			}
-			format = detect(bufio.NewReader(f))
-			f.Close()
+		// Only the first bytes are read here (the format, an empty or a
+		// header-only stream); the agent reads the file itself.
+		f, err := os.Open(c.Input)
+		if err != nil {
+			return err
+		}
+		br := bufio.NewReaderSize(f, 64<<10)
+		format, err = c.check(br, format, nil)
+		f.Close()
+		if err != nil {
+			return err
 		}
 		res, err = cl.SaveFile(c.Iter, format, c.Input, c.Wait)
+		if err != nil {
+			return err
+		}
 	} else {
 		in, closeIn, err := cli.OpenInput(c.Input, rio.Stdin)
 		if err != nil {
@@ -63,17 +70,28 @@ func (c *SaveCmd) Run(rio *cli.IO) error {
 		}
 		defer closeIn()
 		br := bufio.NewReaderSize(in, 1<<20)
-		if format == "auto" {
-			format = detect(br)
+		r := wire.NewReader(br, c.Limits())
+		if format, err = c.check(br, format, r); err != nil {
+			return err
 		}
 		switch format {
 		case "wire":
-			res, err = cl.SaveStream(c.Iter, wire.NewReader(br, c.Limits()), c.Wait)
+			res, err = cl.SaveStream(c.Iter, r, c.Wait)
+			if errors.Unwrap(err) == wire.ErrTruncated {
+				// The input stream ended between frames (the reader's own
+				// error; a connection that closed is wrapped by the client).
+				err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("%s: %w", c.inputName(), err))
+			}
 		default:
 			var data []byte
 			data, err = io.ReadAll(io.LimitReader(br, int64(c.MaxPayload)+1))
 			if err == nil && int64(len(data)) > int64(c.MaxPayload) {
 				err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("input larger than --max-payload (%d bytes)", c.MaxPayload))
+			}
+			if err == nil && format == "safetensors" {
+				if ts, perr := safetensors.Parse(data); perr == nil && len(ts) == 0 {
+					err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("%s: the safetensors file holds no tensor: nothing to save as iteration %d", c.inputName(), c.Iter))
+				}
 			}
 			if err == nil {
 				res, err = cl.SaveBytes(c.Iter, format, data, 8<<20, c.Wait)
@@ -82,9 +100,6 @@ func (c *SaveCmd) Run(rio *cli.IO) error {
 		if err != nil {
 			return err
 		}
-	}
-	if err != nil {
-		return err
 	}
 	rio.Log.Info("saved to the local agent", "rank", env.Rank, "iter", c.Iter, "format", format, "bytes", res["len"], "stall", time.Since(start).Round(time.Microsecond))
 	if c.Commit {
@@ -96,14 +111,66 @@ func (c *SaveCmd) Run(rio *cli.IO) error {
 	return nil
 }
 
-// detect tells a trainwire stream (a msgpack map first), a safetensors
-// file (an 8-byte length, then '{') and raw bytes apart.
+func (c *SaveCmd) inputName() string {
+	if c.Input == "-" {
+		return "stdin"
+	}
+	return c.Input
+}
+
+// check looks at the start of the input (peeked, not consumed, except a
+// stream's leading headers, read by r): it picks the format for auto and
+// refuses an empty input, and a stream with no data frame (a header only),
+// as bad input: saving either would commit an empty checkpoint. r is the
+// stream's reader when the input is read here (nil for --shm).
+func (c *SaveCmd) check(br *bufio.Reader, format string, r *wire.Reader) (string, error) {
+	if format == "auto" {
+		format = detect(br)
+	}
+	if _, err := br.Peek(1); err == io.EOF {
+		return format, cli.WithCode(cli.ExitBadInput, fmt.Errorf("empty input (%s): nothing to save as iteration %d", c.inputName(), c.Iter))
+	}
+	if format != "wire" {
+		return format, nil
+	}
+	if r == nil {
+		r = wire.NewReader(br, c.Limits())
+	}
+	// Read the leading headers (and empty streams) until a data frame
+	// starts; the agent then gets the stream from there.
+	for {
+		b, _ := br.Peek(wire.PeekLen)
+		if len(b) == 0 {
+			return format, cli.WithCode(cli.ExitBadInput, fmt.Errorf("%s: the stream holds no tensor frame (a header only): nothing to save as iteration %d", c.inputName(), c.Iter))
+		}
+		if typ, ok := wire.PeekType(b); !ok || (typ != wire.TypeHeader && typ != wire.TypeEnd) {
+			return format, nil // a data frame, or bytes the reader will name
+		}
+		if _, err := r.NextFrame(); err != nil {
+			if cli.ExitCodeOf(err) == cli.ExitFailure && errors.Is(err, wire.ErrTruncated) {
+				err = cli.WithCode(cli.ExitBadInput, err)
+			}
+			return format, fmt.Errorf("%s: %w", c.inputName(), err)
+		}
+	}
+}
+
+// detect tells a trainwire stream, a safetensors file (an 8-byte length,
+// then '{') and raw bytes apart from the first bytes of the input. A
+// stream starts with a header frame: a msgpack map whose first key "t" is
+// "header" and whose second is "v" (wire.PeekType). A first byte that is
+// a msgpack map code (0x80–0x8f, 0xde, 0xdf), which one random state in
+// 14 has, is not enough: such bytes are raw.
 func detect(br *bufio.Reader) string {
-	b, _ := br.Peek(9)
-	if len(b) > 0 && (b[0]&0xf0 == 0x80 || b[0] == 0xde || b[0] == 0xdf) {
+	b, _ := br.Peek(max(wire.PeekLen, 9))
+	return detectBytes(b)
+}
+
+func detectBytes(b []byte) string {
+	if typ, ok := wire.PeekType(b); ok && typ == wire.TypeHeader {
 		return "wire"
 	}
-	if len(b) == 9 && b[8] == '{' && binary.LittleEndian.Uint64(b) < 100<<20 {
+	if len(b) >= 9 && b[8] == '{' && binary.LittleEndian.Uint64(b) < 100<<20 {
 		return "safetensors"
 	}
 	return "raw"
@@ -145,16 +212,29 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 		}
 		iter = -1
 	}
+	// The state goes to a temporary file renamed over --output only when
+	// the whole restore succeeded: a failed, interrupted or killed restore
+	// leaves the caller's file as it was.
 	var out io.Writer = rio.Stdout
-	var file *os.File
+	var file *cli.AtomicFile
 	if c.Output != "-" {
-		file, err = os.Create(c.Output)
+		file, err = cli.CreateAtomic(c.Output)
 		if err != nil {
 			return err
 		}
-		defer file.Close()
+		defer file.Abort()
 		out = file
 	}
+	// Ctrl-C (or SIGTERM) closes the connection, which ends the restore.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-rio.Ctx.Done():
+			cl.Close()
+		case <-stop:
+		}
+	}()
 	bw := bufio.NewWriterSize(out, 1<<20)
 	start := time.Now()
 	var res agent.Result
@@ -195,7 +275,16 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 	if err == nil {
 		err = bw.Flush()
 	}
+	if rio.Ctx.Err() != nil {
+		return cli.WithCode(cli.ExitInterrupted, fmt.Errorf("restore interrupted (%v)%s", err, keptNote(c.Output)))
+	}
+	if err == nil && file != nil {
+		err = file.Commit()
+	}
 	if err != nil {
+		if file != nil {
+			return fmt.Errorf("%w%s", err, keptNote(c.Output))
+		}
 		return err
 	}
 	src := res["source"]
@@ -208,6 +297,15 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 	}
 	fmt.Fprintf(rio.Stderr, "ckpt: rank %d restored iteration %s (%s bytes, %s) from %s in %v\n", env.Rank, res["iter"], res["len"], res["format"], where, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// keptNote tells, after a failed restore into path, that path was not
+// touched.
+func keptNote(path string) string {
+	if path == "-" {
+		return ""
+	}
+	return fmt.Sprintf("; %s left as it was", path)
 }
 
 // StatusCmd is `ckpt status`.

@@ -48,8 +48,17 @@ func DirName(iter int64) string { return fmt.Sprintf("iter-%012d", iter) }
 // ShardName is rank's shard file inside DirName.
 func ShardName(rank int) string { return fmt.Sprintf("rank-%05d.shard", rank) }
 
+// ManifestName is the file inside DirName that holds the iteration's
+// Manifest as JSON (the value its catalog entry has), written with the
+// shard files, so that the catalog can be rebuilt from the directories.
+const ManifestName = "manifest.json"
+
 // Catalog is an open catalog.
-type Catalog struct{ db *pebble.DB }
+type Catalog struct {
+	db   *pebble.DB
+	dir  string // the persistent directory
+	path string // dir/catalog
+}
 
 const (
 	prefixManifest = "m/"
@@ -67,18 +76,77 @@ func (quiet) Infof(string, ...any) {}
 func (quiet) Errorf(format string, args ...any) {
 	slog.Default().Error("pebble: " + fmt.Sprintf(format, args...))
 }
-func (quiet) Fatalf(format string, args ...any) { panic(fmt.Sprintf("pebble: "+format, args...)) }
+
+// Fatalf panics (pebble expects it not to return); the Catalog's methods
+// turn that panic into an error (guard).
+func (quiet) Fatalf(format string, args ...any) {
+	panic(fatal(fmt.Sprintf("pebble: "+format, args...)))
+}
+
+type fatal string
+
+// ErrCorrupt is wrapped by the error of every Catalog method (and Open)
+// that finds the catalog's files damaged (a checksum mismatch in an
+// sstable, the MANIFEST or the WAL) or pebble failing fatally. The
+// catalog can be rebuilt from the iteration directories (Rebuild).
+var ErrCorrupt = errors.New("the catalog is corrupt")
+
+// corrupt wraps err (a pebble corruption or fatal error) as ErrCorrupt,
+// naming the catalog and the way out.
+func corrupt(dir string, err error) error {
+	msg, _, _ := strings.Cut(err.Error(), "\n") // pebble's details follow on more lines
+	return fmt.Errorf("%w: %s: %s (the shard files are not affected: rebuild the catalog from them with `ckpt catalog rebuild --dir %s`)",
+		ErrCorrupt, filepath.Join(dir, "catalog"), msg, dir)
+}
+
+// guard turns a panic of pebble (quiet.Fatalf) into an error, and a
+// corruption error into ErrCorrupt; every exported method defers it.
+func (c *Catalog) guard(err *error) {
+	if r := recover(); r != nil {
+		if _, ok := r.(fatal); !ok {
+			if e, ok := r.(error); !ok || !pebble.IsCorruptionError(e) {
+				panic(r)
+			}
+		}
+		*err = corrupt(c.dir, fmt.Errorf("%v", r))
+		return
+	}
+	if *err != nil && !errors.Is(*err, ErrCorrupt) && pebble.IsCorruptionError(*err) {
+		*err = corrupt(c.dir, *err)
+	}
+}
 
 // Open opens (creating it if needed) the catalog under dir/catalog. Pebble
 // allows one opener at a time; Open retries for up to wait while another
-// process holds it (every opener holds it briefly).
+// process holds it (every opener holds it briefly). Damaged files are an
+// error wrapping ErrCorrupt, never a crash.
 func Open(dir string, wait time.Duration) (*Catalog, error) {
-	path := filepath.Join(dir, "catalog")
+	return open(dir, filepath.Join(dir, "catalog"), wait)
+}
+
+func open(dir, path string, wait time.Duration) (c *Catalog, err error) {
+	c = &Catalog{dir: dir, path: path}
+	defer func() {
+		if err != nil {
+			c = nil
+		}
+	}()
+	defer c.guard(&err)
+	opts := &pebble.Options{
+		Logger: quiet{},
+		// Corruption found on a read is returned by that read (and so
+		// becomes ErrCorrupt); pebble's default would call Fatalf.
+		EventListener: &pebble.EventListener{DataCorruption: func(pebble.DataCorruptionInfo) {}},
+	}
 	deadline := time.Now().Add(wait)
 	for {
-		db, err := pebble.Open(path, &pebble.Options{Logger: quiet{}})
+		db, err := pebble.Open(path, opts)
 		if err == nil {
-			return &Catalog{db: db}, nil
+			c.db = db
+			return c, nil
+		}
+		if pebble.IsCorruptionError(err) {
+			return nil, corrupt(dir, err)
 		}
 		if !strings.Contains(err.Error(), "lock") || time.Now().After(deadline) {
 			return nil, fmt.Errorf("catalog %s: %w", path, err)
@@ -88,11 +156,15 @@ func Open(dir string, wait time.Duration) (*Catalog, error) {
 }
 
 // Close closes the catalog.
-func (c *Catalog) Close() error { return c.db.Close() }
+func (c *Catalog) Close() (err error) {
+	defer c.guard(&err)
+	return c.db.Close()
+}
 
 // Publish records m in one synced batch: the manifest and one key per
 // shard. Until it returns, readers do not see m.
-func (c *Catalog) Publish(m *Manifest) error {
+func (c *Catalog) Publish(m *Manifest) (err error) {
+	defer c.guard(&err)
 	b := c.db.NewBatch()
 	defer b.Close()
 	v, err := json.Marshal(m)
@@ -112,7 +184,8 @@ func (c *Catalog) Publish(m *Manifest) error {
 }
 
 // Delete removes the entries of iters in one synced batch.
-func (c *Catalog) Delete(iters ...int64) error {
+func (c *Catalog) Delete(iters ...int64) (err error) {
+	defer c.guard(&err)
 	b := c.db.NewBatch()
 	defer b.Close()
 	for _, it := range iters {
@@ -127,13 +200,13 @@ func (c *Catalog) Delete(iters ...int64) error {
 }
 
 // List returns every manifest, oldest iteration first.
-func (c *Catalog) List() ([]*Manifest, error) {
+func (c *Catalog) List() (out []*Manifest, err error) {
+	defer c.guard(&err)
 	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixManifest), UpperBound: []byte("m0")})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []*Manifest
 	for ok := it.First(); ok; ok = it.Next() {
 		m := &Manifest{}
 		if err := json.Unmarshal(it.Value(), m); err != nil {
@@ -149,7 +222,8 @@ func (c *Catalog) List() ([]*Manifest, error) {
 var ErrNone = errors.New("no persisted checkpoint")
 
 // Get returns iteration iter's manifest, or the latest one if iter < 0.
-func (c *Catalog) Get(iter int64) (*Manifest, error) {
+func (c *Catalog) Get(iter int64) (_ *Manifest, err error) {
+	defer c.guard(&err)
 	if iter < 0 {
 		all, err := c.List()
 		if err != nil {
@@ -176,7 +250,8 @@ func (c *Catalog) Get(iter int64) (*Manifest, error) {
 }
 
 // Shard returns the shard record of rank in iteration iter (its own key).
-func (c *Catalog) Shard(iter int64, rank int) (*Shard, error) {
+func (c *Catalog) Shard(iter int64, rank int) (_ *Shard, err error) {
+	defer c.guard(&err)
 	v, cl, err := c.db.Get(skey(iter, rank))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("iteration %d has no shard of rank %d: %w", iter, rank, ErrNone)

@@ -2,6 +2,9 @@ package catalog
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +61,39 @@ func TestPublishListDeleteReopen(t *testing.T) {
 	}
 	if _, ok := ParseIterDir(".tmp-iter-1"); ok {
 		t.Fatal("ParseIterDir accepted a temp dir")
+	}
+}
+
+// A flipped byte in an sstable is an error wrapping ErrCorrupt that names
+// the catalog and the rebuild verb, not pebble's Fatalf panic.
+func TestCorruptionIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(&Manifest{Iter: 1, World: 1, Shards: []Shard{{Rank: 0, File: DirName(1) + "/" + ShardName(0)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ssts, _ := filepath.Glob(filepath.Join(dir, "catalog", "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no sstable")
+	}
+	for _, p := range ssts {
+		b, _ := os.ReadFile(p)
+		b[40] ^= 0x40
+		_ = os.WriteFile(p, b, 0o644)
+	}
+	c, err = Open(dir, time.Second)
+	if err == nil {
+		defer c.Close()
+		_, err = c.List()
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), filepath.Join(dir, "catalog")) || !strings.Contains(err.Error(), "ckpt catalog rebuild") {
+		t.Fatalf("a corrupt sstable: %v", err)
 	}
 }

@@ -101,9 +101,12 @@ func fsyncDir(dir string) error {
 	return d.Sync()
 }
 
-// Cleanup removes what a killed writer left: temporary directories and
-// iteration directories the catalog does not name. Hold the lock.
-func Cleanup(dir string, named map[int64]bool) ([]string, error) {
+// Cleanup removes what a killed writer left: temporary directories and,
+// with iterDirs (prune), iteration directories the catalog does not name.
+// Persist passes false: an unnamed iteration directory is complete (a
+// persist killed between its rename and the catalog, or one a damaged
+// catalog lost), and `ckpt catalog rebuild` can publish it. Hold the lock.
+func Cleanup(dir string, named map[int64]bool, iterDirs bool) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -112,6 +115,7 @@ func Cleanup(dir string, named map[int64]bool) ([]string, error) {
 	for _, e := range ents {
 		n := e.Name()
 		it, isIter := catalog.ParseIterDir(n)
+		isIter = isIter && iterDirs
 		if strings.HasPrefix(n, ".tmp-") || (isIter && !named[it]) {
 			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				return gone, err
@@ -216,7 +220,7 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 	if named[iter] {
 		return Result{Iter: iter, Skipped: true}, nil
 	}
-	if _, err := Cleanup(dir, named); err != nil {
+	if _, err := Cleanup(dir, named, false); err != nil {
 		return Result{}, err
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".tmp-%s-%d", catalog.DirName(iter), os.Getpid()))
@@ -275,6 +279,10 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 		m.Bytes += got.Len
 		m.Shards = append(m.Shards, catalog.Shard{Rank: owner, File: filepath.Join(catalog.DirName(iter), name), Len: got.Len, CRC32C: got.CRC32C, XXH3: got.XXH3, Format: got.Format})
 	}
+	if err := writeManifest(tmp, m); err != nil {
+		_ = os.RemoveAll(tmp)
+		return Result{}, err
+	}
 	if err := fsyncDir(tmp); err != nil {
 		return Result{}, err
 	}
@@ -309,15 +317,36 @@ type Problem struct {
 }
 
 func (p Problem) Error() string {
+	if p.Rank < 0 {
+		return fmt.Sprintf("iteration %d (%s): %v", p.Iter, p.File, p.Err)
+	}
 	return fmt.Sprintf("iteration %d, rank %d (%s): %v", p.Iter, p.Rank, p.File, p.Err)
 }
 
 // CheckShard re-hashes one shard file against its catalog record; it
 // returns the bytes read.
 func CheckShard(dir string, s catalog.Shard, progress func(int64)) (int64, error) {
-	f, err := os.Open(filepath.Join(dir, s.File))
+	n, crc, x, err := hashFile(filepath.Join(dir, s.File), progress)
 	if err != nil {
-		return 0, err
+		return n, err
+	}
+	switch {
+	case n != s.Len:
+		return n, fmt.Errorf("length %d, catalog says %d", n, s.Len)
+	case crc != s.CRC32C:
+		return n, fmt.Errorf("CRC32C %08x, catalog says %08x", crc, s.CRC32C)
+	case x != s.XXH3:
+		return n, fmt.Errorf("XXH3 %016x, catalog says %016x", x, s.XXH3)
+	}
+	return n, nil
+}
+
+// hashFile reads a file in pieces and returns its length, CRC32C and
+// XXH3, calling progress with the bytes read.
+func hashFile(path string, progress func(int64)) (int64, uint32, uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	defer f.Close()
 	hx := xxh3.New()
@@ -339,18 +368,10 @@ func CheckShard(dir string, s catalog.Shard, progress func(int64)) (int64, error
 			break
 		}
 		if err != nil {
-			return n, err
+			return n, 0, 0, err
 		}
 	}
-	switch {
-	case n != s.Len:
-		return n, fmt.Errorf("length %d, catalog says %d", n, s.Len)
-	case crc != s.CRC32C:
-		return n, fmt.Errorf("CRC32C %08x, catalog says %08x", crc, s.CRC32C)
-	case hx.Sum64() != s.XXH3:
-		return n, fmt.Errorf("XXH3 %016x, catalog says %016x", hx.Sum64(), s.XXH3)
-	}
-	return n, nil
+	return n, crc, hx.Sum64(), nil
 }
 
 // ReadShard reads rank's shard of m and checks it against the catalog

@@ -69,9 +69,14 @@ func TestCheckShardAndCleanup(t *testing.T) {
 	}
 	_ = os.MkdirAll(filepath.Join(dir, ".tmp-iter-000000000006-1"), 0o755)
 	_ = os.MkdirAll(filepath.Join(dir, catalog.DirName(7)), 0o755)
-	gone, err := Cleanup(dir, map[int64]bool{5: true})
-	if err != nil || len(gone) != 2 {
-		t.Fatalf("cleanup removed %v (%v)", gone, err)
+	// Persist's cleanup removes temporary directories only; prune's also
+	// the iteration directories the catalog does not name.
+	gone, err := Cleanup(dir, map[int64]bool{5: true}, false)
+	if err != nil || len(gone) != 1 || gone[0] != ".tmp-iter-000000000006-1" {
+		t.Fatalf("persist's cleanup removed %v (%v)", gone, err)
+	}
+	if gone, err := Cleanup(dir, map[int64]bool{5: true}, true); err != nil || len(gone) != 1 || gone[0] != catalog.DirName(7) {
+		t.Fatalf("prune's cleanup removed %v (%v)", gone, err)
 	}
 	if _, err := os.Stat(d); err != nil {
 		t.Fatal("cleanup removed a named iteration")
