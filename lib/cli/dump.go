@@ -75,14 +75,20 @@ func EachFrame(files []string, stdin io.Reader, lim wire.Limits, headers bool, f
 			err = cerr
 		}
 		if err != nil {
-			var de *wire.DecodeError
-			if name != "-" && (errors.As(err, &de) || errors.Is(err, wire.ErrTruncated)) {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
-			return err
+			return inputErr(name, err)
 		}
 	}
 	return nil
+}
+
+// inputErr names the input file in a decode error ("-", stdin, is not
+// named).
+func inputErr(name string, err error) error {
+	var de *wire.DecodeError
+	if name != "-" && name != "" && (errors.As(err, &de) || errors.Is(err, wire.ErrTruncated)) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return err
 }
 
 func eachFrame(r *wire.Reader, headers bool, fn func(wire.Frame) error) error {
@@ -115,6 +121,8 @@ func (c *DumpCmd) view(f wire.Frame) map[string]any {
 		m["producer"], m["schema"], m["meta"] = f.Producer, f.Schema, f.Meta
 	case *wire.End:
 		m["count"], m["xxh3"] = f.Count, fmt.Sprintf("%016x", f.XXH3)
+	case *wire.StepEnd:
+		m["step"] = f.Step
 	case *wire.Dense:
 		m["name"], m["step"], m["rank"], m["dtype"], m["shape"] = f.Name, f.Step, f.Rank, f.DType, f.Shape
 		m["data"] = c.payload(f.Data, f.DType)

@@ -432,7 +432,7 @@ func (d *dec) frame(inStream bool, hash *xxh3.Hasher) (string, Frame, error) {
 	if f == nil {
 		return typ, nil, fieldErr("t", fmt.Errorf("unknown frame type %q", typ))
 	}
-	if typ != TypeHeader && typ != TypeEnd {
+	if !structural(typ) {
 		d.hash = hash
 	}
 	var seen keySet
@@ -462,11 +462,18 @@ func (d *dec) frame(inStream bool, hash *xxh3.Hasher) (string, Frame, error) {
 	return typ, f, nil
 }
 
+// structural reports whether frames of type typ are stream structure
+// (header, end, step_end) rather than data: not counted, not hashed.
+func structural(typ string) bool {
+	return typ == TypeHeader || typ == TypeEnd || typ == TypeStepEnd
+}
+
 // required lists the keys without which a frame means nothing; others
 // default to zero (and -1 for rank, frame, corr and stream).
 var required = map[string][]string{
 	TypeHeader:     {"schema"},
 	TypeEnd:        {"count", "xxh3"},
+	TypeStepEnd:    {"step"},
 	TypeDense:      {"dtype", "shape", "data"},
 	TypeSparse:     {"dtype", "shape", "width", "format", "nnz", "indices", "values"},
 	TypeCompressed: {"algo", "dtype", "shape", "parts"},
@@ -484,6 +491,9 @@ func newFrame(typ string) (Frame, setter) {
 		return f, f.set
 	case TypeEnd:
 		f := &End{}
+		return f, f.set
+	case TypeStepEnd:
+		f := &StepEnd{}
 		return f, f.set
 	case TypeDense:
 		f := &Dense{Rank: -1}

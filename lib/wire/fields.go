@@ -36,6 +36,15 @@ func (f *End) set(d *dec, k string) (bool, error) {
 	return true, err
 }
 
+func (f *StepEnd) set(d *dec, k string) (bool, error) {
+	if k != "step" {
+		return false, nil
+	}
+	var err error
+	f.Step, err = d.int()
+	return true, err
+}
+
 // tensorID decodes the name/step/rank keys shared by tensor frames.
 func tensorID(d *dec, k string, name *string, step, rank *int64) (bool, error) {
 	var err error

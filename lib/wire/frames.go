@@ -34,6 +34,15 @@ type End struct {
 	XXH3 uint64
 }
 
+// StepEnd marks the end of a step inside a stream: the producer has
+// written every frame of step Step it will write. It is structure, like
+// Header and End: no payload, not a data frame, not counted in End.Count.
+// A filter answers a step (writes and flushes its output, then a StepEnd
+// of its own) as soon as the step's StepEnd arrives (docs/wire.md, "Steps").
+type StepEnd struct {
+	Step int64
+}
+
 // Dense is a dense tensor.
 type Dense struct {
 	Name  string
@@ -191,6 +200,7 @@ type Error struct {
 const (
 	TypeHeader     = "header"
 	TypeEnd        = "end"
+	TypeStepEnd    = "step_end"
 	TypeDense      = "dense"
 	TypeSparse     = "sparse"
 	TypeCompressed = "compressed"
@@ -207,6 +217,9 @@ func (*Header) Type() string { return TypeHeader }
 
 // Type implements Frame.
 func (*End) Type() string { return TypeEnd }
+
+// Type implements Frame.
+func (*StepEnd) Type() string { return TypeStepEnd }
 
 // Type implements Frame.
 func (*Dense) Type() string { return TypeDense }
@@ -308,6 +321,13 @@ func (f *Header) validate(*Limits) error {
 func (f *End) validate(*Limits) error {
 	if f.Count < 0 {
 		return fieldErr("count", fmt.Errorf("negative count %d", f.Count))
+	}
+	return nil
+}
+
+func (f *StepEnd) validate(*Limits) error {
+	if f.Step < 0 {
+		return fieldErr("step", fmt.Errorf("negative step %d", f.Step))
 	}
 	return nil
 }

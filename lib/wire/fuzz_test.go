@@ -47,6 +47,7 @@ func recode(t testing.TB, b []byte) ([]byte, error) {
 func FuzzReader(f *testing.F) {
 	f.Add(encodeStream(f, sampleFrames()...))
 	f.Add(encodeStream(f))
+	f.Add(stepStream(f))
 	for _, fr := range sampleFrames() {
 		f.Add(encodeStream(f, fr))
 	}

@@ -51,6 +51,7 @@ func TestInteropPythonWritesGoReads(t *testing.T) {
 		TypePlan, TypeChunk, TypeStats, TypeError} {
 		assert.True(t, types[typ], "python sample has no %s frame", typ)
 	}
+	assert.True(t, bytes.Contains(py, []byte("\xa8step_end")), "python sample has no step_end frame")
 	// Go writes them back byte for byte.
 	again, err := recode(t, py)
 	require.NoError(t, err)
@@ -59,6 +60,7 @@ func TestInteropPythonWritesGoReads(t *testing.T) {
 
 func TestInteropGoWritesPythonReads(t *testing.T) {
 	gob := append(encodeStream(t, sampleFrames()...), encodeStream(t, sampleFrames()[:3]...)...)
+	gob = append(gob, stepStream(t)...)
 	cmd := python(t, "roundtrip")
 	cmd.Stdin = bytes.NewReader(gob)
 	var stderr bytes.Buffer

@@ -80,8 +80,9 @@ func (r *Reader) Offset() int64 { return r.cr.n }
 // included.
 func (r *Reader) Frames() int64 { return r.index }
 
-// Next returns the next data frame, reading through headers and ends. At
-// the end of the input, after a complete stream, it returns io.EOF.
+// Next returns the next data frame, reading through headers, ends and
+// step ends. At the end of the input, after a complete stream, it returns
+// io.EOF. Filters that answer step by step read with NextFrame instead.
 func (r *Reader) Next() (Frame, error) {
 	for {
 		f, err := r.NextFrame()
@@ -89,16 +90,16 @@ func (r *Reader) Next() (Frame, error) {
 			return nil, err
 		}
 		switch f.(type) {
-		case *Header, *End:
+		case *Header, *End, *StepEnd:
 			continue
 		}
 		return f, nil
 	}
 }
 
-// NextFrame returns the next frame, headers and ends included; a returned
-// End has been checked against the stream. At the end of the input, after
-// a complete stream, it returns io.EOF.
+// NextFrame returns the next frame, headers, ends and step ends included;
+// a returned End has been checked against the stream. At the end of the
+// input, after a complete stream, it returns io.EOF.
 func (r *Reader) NextFrame() (Frame, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -171,6 +172,10 @@ func (r *Reader) sequence(f Frame) error {
 			return fmt.Errorf("%w: end says xxh3 %016x, payloads hash to %016x", ErrDigest, f.XXH3, h)
 		}
 		r.inStream = false
+	case *StepEnd:
+		if !r.inStream {
+			return errors.New("step_end frame outside a stream (before its header or after its end)")
+		}
 	default:
 		if !r.inStream {
 			return fmt.Errorf("%s frame before a stream header", f.Type())

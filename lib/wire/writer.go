@@ -55,7 +55,8 @@ func (w *Writer) SetMeta(meta map[string]string) { w.hdr.Meta = meta }
 func (w *Writer) Count() int64 { return w.count }
 
 // Write writes one data frame (not a Header or End: the Writer writes
-// those), after checking it is consistent (payload sizes, CRCs).
+// those), after checking it is consistent (payload sizes, CRCs). A StepEnd
+// is written too but not counted (it is structure); EndStep also flushes.
 func (w *Writer) Write(f Frame) error {
 	if w.err != nil {
 		return w.err
@@ -78,8 +79,19 @@ func (w *Writer) Write(f Frame) error {
 		w.err = fmt.Errorf("wire: writing %s frame: %w", f.Type(), err)
 		return w.err
 	}
-	w.count++
+	if !structural(f.Type()) {
+		w.count++
+	}
 	return nil
+}
+
+// EndStep writes a StepEnd for step and flushes: a reader waiting for the
+// step's answer has all of it.
+func (w *Writer) EndStep(step int64) error {
+	if err := w.Write(&StepEnd{Step: step}); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func (w *Writer) start() error {
@@ -317,6 +329,10 @@ func (e *encoder) frame(f Frame) error {
 		e.int(f.Count)
 		e.key("xxh3")
 		e.uint(f.XXH3)
+	case *StepEnd:
+		e.head(TypeStepEnd, 1)
+		e.key("step")
+		e.int(f.Step)
 	case *Dense:
 		e.head(TypeDense, 6)
 		e.tensorID(f.Name, f.Step, f.Rank)

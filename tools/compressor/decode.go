@@ -28,13 +28,19 @@ type pending struct {
 	first int64 // frame index of its first chunk
 }
 
-// Run decodes every compressed frame; other frames pass through.
+// Run decodes every compressed frame as soon as it is read (with --join,
+// every tensor as soon as its last chunk is); other frames (step ends
+// included) pass through. A step's end completes its tensors: one still
+// missing chunks then is an error.
 func (c *DecodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	open := map[string]*pending{}
 	var held int64 // bytes of the tensors in open
 	var index int64 = -1
-	err := cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
+	filter := cli.StepFilter{Out: w, Step: func(s *wire.StepEnd) error {
+		return incomplete(open, fmt.Sprintf("step %d ended", s.Step))
+	}}
+	filter.Frame = func(f wire.Frame) error {
 		index++
 		cf, ok := f.(*wire.Compressed)
 		if !ok {
@@ -93,23 +99,33 @@ func (c *DecodeCmd) Run(rio *cli.IO) error {
 		d := wire.NewDenseF32(info.Base, p.data, info.Shape...)
 		d.Step, d.Rank = p.step, p.rank
 		return w.Write(d)
-	})
-	if err != nil {
+	}
+	if err := filter.Run(c.Files, rio.Stdin, c.Limits()); err != nil {
 		return err
 	}
-	if len(open) > 0 {
-		var miss []string
-		for _, p := range open {
-			var lack []string
-			for k, ok := range p.seen {
-				if !ok {
-					lack = append(lack, fmt.Sprint(k))
-				}
-			}
-			miss = append(miss, fmt.Sprintf("%q step %d rank %d (first chunk at frame %d) lacks chunks %s of %d",
-				p.info.Base, p.step, p.rank, p.first, strings.Join(lack, ","), p.info.Parts))
-		}
-		return cli.WithCode(cli.ExitBadInput, fmt.Errorf("decode --join: input ended with %d incomplete tensor(s): %s", len(open), strings.Join(miss, "; ")))
+	if err := incomplete(open, "input ended"); err != nil {
+		return err
 	}
 	return w.Close()
+}
+
+// incomplete is the error for the tensors still being joined when they
+// should all be complete (when the input or a step ended), nil if none.
+func incomplete(open map[string]*pending, when string) error {
+	if len(open) == 0 {
+		return nil
+	}
+	var miss []string
+	for _, p := range open {
+		var lack []string
+		for k, ok := range p.seen {
+			if !ok {
+				lack = append(lack, fmt.Sprint(k))
+			}
+		}
+		miss = append(miss, fmt.Sprintf("%q step %d rank %d (first chunk at frame %d) lacks chunks %s of %d",
+			p.info.Base, p.step, p.rank, p.first, strings.Join(lack, ","), p.info.Parts))
+	}
+	slices.Sort(miss)
+	return cli.WithCode(cli.ExitBadInput, fmt.Errorf("decode --join: %s with %d incomplete tensor(s): %s", when, len(open), strings.Join(miss, "; ")))
 }

@@ -30,7 +30,8 @@ type EncodeCmd struct {
 	Files    []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
 }
 
-// Run compresses every dense frame of the input; other frames pass through.
+// Run compresses every dense frame of the input as soon as it is read;
+// other frames (step ends included) pass through.
 func (c *EncodeCmd) Run(rio *cli.IO) error {
 	if c.Parts < 0 || c.Parts > codec.MaxParts {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("encode: --parts %d: want 0 to %d", c.Parts, codec.MaxParts))
@@ -51,7 +52,7 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
 	w.SetMeta(map[string]string{"algo": c.Algo, "memory": c.Memory})
 	var in, out int64
-	err = cli.EachFrame(c.Files, rio.Stdin, c.Limits(), false, func(f wire.Frame) error {
+	filter := cli.StepFilter{Out: w, Frame: func(f wire.Frame) error {
 		d, ok := f.(*wire.Dense)
 		if !ok {
 			return w.Write(f)
@@ -87,8 +88,8 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 			}
 		}
 		return nil
-	})
-	if err != nil {
+	}}
+	if err := filter.Run(c.Files, rio.Stdin, c.Limits()); err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {

@@ -48,7 +48,8 @@ type SyncCmd struct {
 	Device       string       `help:"Where zen's hashing (Algorithm 1) runs: cpu, gpu or gpu:N (GPU N; binaries built with -tags cuda, bin/hashsync-cuda). Results are the same; ranks may differ." default:"cpu" env:"TRAINWIRE_HASHSYNC_DEVICE"`
 }
 
-// Run synchronizes every tensor of stdin and writes the sums to stdout.
+// Run synchronizes every tensor of stdin and writes each sum to stdout,
+// flushed, as soon as it has it; step ends pass through in order.
 func (c *SyncCmd) Run(rio *cli.IO) error {
 	env, err := c.Launch.Resolve(os.Environ())
 	if err != nil {
@@ -122,11 +123,13 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	rio.Log.Debug("sync: mesh up", "rank", rank, "world", m.World(), "scheme", c.Scheme, "transport", m.Transport())
 
 	// The reader goroutine decodes and prepares (hashes) tensor i+1 while
-	// tensor i is on the network.
+	// tensor i is on the network. A step_end travels in order with the
+	// tensors: it is passed on after the answers to the tensors before it.
 	type item struct {
-		p   *scheme.Prepared
-		fm  form
-		err error
+		p    *scheme.Prepared
+		fm   form
+		step *wire.StepEnd
+		err  error
 	}
 	depth := 1
 	if c.NoOverlap {
@@ -139,21 +142,31 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	go func() {
 		defer close(items)
 		rd := wire.NewReader(rio.Stdin, c.Limits())
-		for k := 0; ; k++ {
-			if c.NoOverlap && k > 0 {
+		synced := false // the last item was a tensor: --no-overlap waits for its sum
+		for {
+			if c.NoOverlap && synced {
 				select {
 				case <-next:
 				case <-ctx.Done():
 					return
 				}
 			}
-			f, err := rd.Next()
+			f, err := rd.NextFrame()
 			if err == io.EOF {
 				return
 			}
+			switch f.(type) {
+			case *wire.Header, *wire.End:
+				synced = false
+				continue
+			}
 			var it item
+			se, isStep := f.(*wire.StepEnd)
+			synced = err == nil && !isStep
 			if err != nil {
 				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input: %w", err))
+			} else if isStep {
+				it.step = se
 			} else if t, fm, err := toTensor(f, c.RowWidth); err != nil {
 				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input frame %d: %w", rd.Frames()-1, err))
 			} else {
@@ -196,6 +209,12 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		if it.err != nil {
 			m.Abort(fmt.Errorf("rank %d: bad input: %w", rank, it.err))
 			return it.err
+		}
+		if it.step != nil {
+			if err := endStep(w, statsW, it.step.Step); err != nil {
+				return err
+			}
+			continue
 		}
 		if c.Barrier {
 			if err := s.Barrier(ctx); err != nil {
@@ -253,6 +272,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 				return err
 			}
 		}
+		// The answer goes out now: the caller may be waiting for it
+		// before it writes the next tensor.
+		if err := flush(w, statsW); err != nil {
+			return err
+		}
 		n++
 	}
 	if err := s.Finish(); err != nil {
@@ -277,6 +301,28 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	}
 	rio.Log.Info("sync: done", args...)
 	return m.Close()
+}
+
+// flush flushes the sums and the stats (when written).
+func flush(w, statsW *wire.Writer) error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if statsW != nil {
+		return statsW.Flush()
+	}
+	return nil
+}
+
+// endStep passes a step_end on to the sums and the stats, flushed.
+func endStep(w, statsW *wire.Writer, step int64) error {
+	if err := w.EndStep(step); err != nil {
+		return err
+	}
+	if statsW != nil {
+		return statsW.EndStep(step)
+	}
+	return nil
 }
 
 // statsFrame is one tensor's synchronization as a stats frame.

@@ -24,13 +24,14 @@ type tensorInfo struct {
 	n     int
 }
 
-// streamSource reads the trainer's gradients: --tensors dense f32 frames
-// per iteration, the same names and shapes every time. A frame's step is
-// the round whose parameters the gradient was computed on (the last round
-// the trainer applied; 0 before any).
+// streamSource reads the trainer's gradients: dense f32 frames per
+// iteration, the same names and shapes every time; an iteration is
+// --tensors frames, or with --tensors 0 the frames up to each step_end.
+// A frame's step is the round whose parameters the gradient was computed
+// on (the last round the trainer applied; 0 before any).
 type streamSource struct {
 	r       *wire.Reader
-	tensors int
+	tensors int // 0: iterations end at step_end frames
 	layout  []tensorInfo
 	dim     int
 	first   []float32
@@ -43,50 +44,63 @@ func (s *streamSource) badFrame(idx, off int64, typ string, err error) error {
 	return &wire.DecodeError{Frame: idx, Offset: off, Type: typ, Err: err}
 }
 
+// stepped reports whether iterations end at step_end frames.
+func (s *streamSource) stepped() bool { return s.tensors == 0 }
+
+// next returns the next data frame or step_end, with its index and
+// offset; io.EOF at the end of the input.
+func (s *streamSource) next() (wire.Frame, int64, int64, error) {
+	for {
+		off, idx := s.r.Offset(), s.r.Frames()
+		f, err := s.r.NextFrame()
+		if err != nil {
+			return nil, idx, off, err
+		}
+		switch f.(type) {
+		case *wire.Header, *wire.End:
+			continue
+		}
+		return f, idx, off, nil
+	}
+}
+
 // read returns the next iteration, or io.EOF at the end of the stream.
 func (s *streamSource) read() ([]float32, uint64, error) {
 	var g []float32
 	var version uint64
-	for i := range s.tensors {
-		off, idx := s.r.Offset(), s.r.Frames()
-		f, err := s.r.Next()
+	for i := 0; s.stepped() || i < s.tensors; {
+		f, idx, off, err := s.next()
 		if err == io.EOF && i == 0 {
 			return nil, 0, io.EOF
 		}
 		if err == io.EOF {
-			return nil, 0, s.badFrame(idx, off, "", fmt.Errorf("stream ended inside an iteration: %d of its %d tensors came", i, s.tensors))
+			return nil, 0, s.badFrame(idx, off, "", fmt.Errorf("stream ended inside an iteration, after %d tensors", i))
 		}
 		if err != nil {
 			return nil, 0, err
 		}
-		d, ok := f.(*wire.Dense)
-		if !ok {
-			return nil, 0, s.badFrame(idx, off, f.Type(), fmt.Errorf("straggle sync reads dense gradient frames, got a %s frame", f.Type()))
-		}
-		if d.DType != wire.F32 {
-			return nil, 0, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %q is %s; straggle sync takes f32", d.Name, d.DType))
-		}
-		if d.Step < 0 {
-			return nil, 0, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %q: step %d (the round its parameters came from) is negative", d.Name, d.Step))
-		}
-		n := len(d.Data) / 4
-		if s.layout != nil {
-			want := s.layout[i]
-			if d.Name != want.name || !slices.Equal(d.Shape, want.shape) {
-				return nil, 0, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %d of the iteration is %q %v; the first iteration had %q %v here", i, d.Name, d.Shape, want.name, want.shape))
+		if se, ok := f.(*wire.StepEnd); ok {
+			done, err := s.stepEnd(se, i, idx, off)
+			if err != nil {
+				return nil, 0, err
 			}
+			if done {
+				break
+			}
+			continue
+		}
+		d, err := s.check(f, i, idx, off)
+		if err != nil {
+			return nil, 0, err
 		}
 		if i == 0 || uint64(d.Step) < version {
 			version = uint64(d.Step)
 		}
-		off0 := len(g)
-		g = slices.Grow(g, n)[:off0+n]
-		for k := range n {
-			g[off0+k] = math.Float32frombits(binary.LittleEndian.Uint32(d.Data[4*k:]))
-		}
+		g = appendF32(g, d.Data)
 		if s.layout == nil {
-			s.pendingLayout = append(s.pendingLayout, tensorInfo{d.Name, slices.Clone(d.Shape), n})
+			s.pendingLayout = append(s.pendingLayout, tensorInfo{d.Name, slices.Clone(d.Shape), len(d.Data) / 4})
 		}
+		i++
 	}
 	if s.layout == nil {
 		s.layout, s.pendingLayout = s.pendingLayout, nil
@@ -94,11 +108,70 @@ func (s *streamSource) read() ([]float32, uint64, error) {
 	return g, version, nil
 }
 
+// stepEnd takes a step_end after i tensors of an iteration: with
+// --tensors 0 it ends the iteration (done), with --tensors N it may only
+// come between iterations (skipped).
+func (s *streamSource) stepEnd(se *wire.StepEnd, i int, idx, off int64) (done bool, err error) {
+	switch {
+	case !s.stepped() && i == 0:
+		return false, nil
+	case !s.stepped():
+		return false, s.badFrame(idx, off, se.Type(), fmt.Errorf("step %d ends after %d of the iteration's %d tensors (--tensors)", se.Step, i, s.tensors))
+	case i == 0:
+		return false, s.badFrame(idx, off, se.Type(), fmt.Errorf("step %d ends with no tensor", se.Step))
+	case s.layout != nil && i != len(s.layout):
+		return false, s.badFrame(idx, off, se.Type(), fmt.Errorf("step %d ends after %d tensors; the first iteration had %d", se.Step, i, len(s.layout)))
+	}
+	return true, nil
+}
+
+// check checks the i-th tensor of an iteration against the first one.
+func (s *streamSource) check(f wire.Frame, i int, idx, off int64) (*wire.Dense, error) {
+	d, ok := f.(*wire.Dense)
+	if !ok {
+		return nil, s.badFrame(idx, off, f.Type(), fmt.Errorf("straggle sync reads dense gradient frames, got a %s frame", f.Type()))
+	}
+	if d.DType != wire.F32 {
+		return nil, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %q is %s; straggle sync takes f32", d.Name, d.DType))
+	}
+	if d.Step < 0 {
+		return nil, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %q: step %d (the round its parameters came from) is negative", d.Name, d.Step))
+	}
+	if s.layout == nil {
+		return d, nil
+	}
+	if i >= len(s.layout) {
+		return nil, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %d of the iteration is %q; the first iteration had %d tensors", i, d.Name, len(s.layout)))
+	}
+	if want := s.layout[i]; d.Name != want.name || !slices.Equal(d.Shape, want.shape) {
+		return nil, s.badFrame(idx, off, d.Type(), fmt.Errorf("tensor %d of the iteration is %q %v; the first iteration had %q %v here", i, d.Name, d.Shape, want.name, want.shape))
+	}
+	return d, nil
+}
+
+// appendF32 appends little-endian f32 bytes to g.
+func appendF32(g []float32, b []byte) []float32 {
+	off, n := len(g), len(b)/4
+	g = slices.Grow(g, n)[:off+n]
+	for k := range n {
+		g[off+k] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+	}
+	return g
+}
+
+// per says what makes an iteration, for messages.
+func (s *streamSource) per() string {
+	if s.stepped() {
+		return "each iteration ended by a step_end"
+	}
+	return fmt.Sprintf("%d per iteration", s.tensors)
+}
+
 // learn reads the first iteration, which fixes the layout.
 func (s *streamSource) learn() error {
 	g, v, err := s.read()
 	if err == io.EOF {
-		return fmt.Errorf("sync: the input holds no gradient (expected %d dense f32 frames per iteration)", s.tensors)
+		return fmt.Errorf("sync: the input holds no gradient (expected dense f32 frames, %s)", s.per())
 	}
 	if err != nil {
 		return err
@@ -137,13 +210,16 @@ func (s *streamSource) loop(ctx context.Context, eng *engine.Engine, model *inje
 
 // output writes each round: a stats frame (round, contributors, …) and,
 // for the stream filter, the averaged gradient as dense frames with the
-// input's names and shapes, step = the round.
+// input's names and shapes, step = the round; then, when the input's
+// iterations end with step_end frames, a step_end for the round. Each
+// round is flushed as soon as it is written.
 type output struct {
-	w      *wire.Writer
-	emit   string
-	rank   int
-	mode   string
-	layout []tensorInfo
+	w       *wire.Writer
+	emit    string
+	rank    int
+	mode    string
+	layout  []tensorInfo
+	stepped bool
 }
 
 func (o *output) round(res *engine.Result, loss float64) error {
@@ -195,6 +271,9 @@ func (o *output) round(res *engine.Result, loss float64) error {
 				return err
 			}
 		}
+	}
+	if o.stepped {
+		return o.w.EndStep(int64(res.Round))
 	}
 	return o.w.Flush()
 }

@@ -53,7 +53,7 @@ type SyncCmd struct {
 	Input   string  `help:"Gradient stream (dense f32 frames, one per tensor per iteration; '-' is stdin)." default:"-" type:"path"`
 	Report  string  `help:"Write a JSON summary of this rank's run to this file." type:"path" env:"TRAINWIRE_STRAGGLE_REPORT"`
 	Emit    string  `help:"What each round writes to stdout: all (stats then the averaged gradient), stats, or none." enum:"all,stats,none" default:"all"`
-	Tensors int     `help:"Stdin: dense frames per iteration (one per tensor, same names and shapes every iteration)." default:"1" env:"TRAINWIRE_STRAGGLE_TENSORS"`
+	Tensors int     `help:"Stdin: dense frames per iteration (one per tensor, same names and shapes every iteration); 0: each iteration ends with a step_end frame, and each round's output too." default:"1" env:"TRAINWIRE_STRAGGLE_TENSORS"`
 }
 
 // ControllerCmd runs only the controller, as rank 0 of a run whose
@@ -117,8 +117,8 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 			return err
 		}
 		defer closeIn()
-		if c.Tensors < 1 {
-			return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --tensors must be at least 1"))
+		if c.Tensors < 0 {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --tensors must be at least 0"))
 		}
 		src = &streamSource{r: wire.NewReader(in, c.Limits()), tensors: c.Tensors}
 		if err := src.learn(); err != nil {
@@ -159,7 +159,7 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 	}
 	out := &output{w: wire.NewWriter(stdout, "straggle"), emit: c.Emit, rank: m.Rank(), mode: c.Mode}
 	if src != nil {
-		out.layout = src.layout
+		out.layout, out.stepped = src.layout, src.stepped()
 	}
 	var toy *toyTrainer
 	if c.Toy != "" && !controllerOnly {

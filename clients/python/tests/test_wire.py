@@ -88,6 +88,23 @@ class TestRoundTrip(unittest.TestCase):
         # re-writing what was read is byte-identical
         self.assertEqual(stream_bytes(got, "test/1", r.header["meta"]), b)
 
+    def test_step_end_is_structure(self):
+        buf = io.BytesIO()
+        w = W.Writer(buf, "test/1")
+        for step in range(2):
+            w.write(W.dense("g", np.array([step], np.uint8), step=step))
+            w.end_step(step)
+        w.close()
+        b = buf.getvalue()
+        self.assertIn(msgpack.packb(W.step_end(1)), b)
+        r = W.Reader(io.BytesIO(b))
+        kinds = [f["t"] for f in r.frames()]
+        self.assertEqual(kinds, ["header", "dense", "step_end", "dense", "step_end", "end"])
+        self.assertEqual(r.ends[0]["count"], 2)               # not a data frame
+        self.assertEqual(len(list(W.Reader(io.BytesIO(b)))), 2)  # iteration skips it
+        with self.assertRaisesRegex(WireError, "negative step"):
+            W.Writer(io.BytesIO()).write(W.step_end(-1))
+
     def test_writer_matches_msgpack_packb(self):
         b = stream_bytes(self.frames)
         frames = list(msgpack.Unpacker(io.BytesIO(b), raw=False))
@@ -541,7 +558,8 @@ class TestCLI(unittest.TestCase):
         r = self.run_cli(["dump", "--values", "2"], a)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.decode().splitlines()
-        self.assertEqual(len(lines), len(list(W.sample_frames())) + 2)
+        # the data frames, the header, the sample's step_end and the end
+        self.assertEqual(len(lines), len(list(W.sample_frames())) + 3)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "WireError", "Writer", "Reader", "canonical", "validate", "read_all", "write_stream",
-    "header", "end", "dense", "sparse_coo", "sparse_bitmap", "compressed", "part", "event",
+    "header", "end", "step_end", "dense", "sparse_coo", "sparse_bitmap", "compressed", "part", "event",
     "model", "plan", "chunk", "stats", "error",
     "to_numpy", "sparse_indices", "sparse_values", "to_dense", "crc32c", "xxh3_of_frames",
-    "DTYPES", "FRAME_TYPES", "DATA_TYPES", "SCHEMA",
+    "DTYPES", "FRAME_TYPES", "DATA_TYPES", "STRUCTURE_TYPES", "SCHEMA",
     "DEFAULT_MAX_PAYLOAD", "DEFAULT_MAX_ELEMS", "MAX_STR", "MAX_DEPTH", "MAX_DIMS",
 ]
 

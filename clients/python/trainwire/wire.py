@@ -33,10 +33,10 @@ import xxhash
 
 __all__ = [
     "WireError", "Writer", "Reader", "canonical", "validate", "read_all", "write_stream",
-    "header", "end", "dense", "sparse_coo", "sparse_bitmap", "compressed", "part", "event",
+    "header", "end", "step_end", "dense", "sparse_coo", "sparse_bitmap", "compressed", "part", "event",
     "model", "plan", "chunk", "stats", "error",
     "to_numpy", "sparse_indices", "sparse_values", "to_dense", "crc32c", "xxh3_of_frames",
-    "DTYPES", "FRAME_TYPES", "DATA_TYPES", "SCHEMA",
+    "DTYPES", "FRAME_TYPES", "DATA_TYPES", "STRUCTURE_TYPES", "SCHEMA",
     "DEFAULT_MAX_PAYLOAD", "DEFAULT_MAX_ELEMS", "MAX_STR", "MAX_DEPTH", "MAX_DIMS",
 ]
 
@@ -419,6 +419,7 @@ _NSR = [("name", _c_str), ("step", _c_int), ("rank", _c_int)]
 FIELDS = {
     "header": [("producer", _c_str), ("schema", _c_int), ("meta", _c_strmap)],
     "end": [("count", _c_int), ("xxh3", _c_int)],
+    "step_end": [("step", _c_int)],
     "dense": _NSR + [("dtype", _c_str), ("shape", _c_shape), ("data", _c_bin)],
     "sparse": _NSR + [("dtype", _c_str), ("shape", _c_shape), ("width", _c_int),
                       ("format", _c_str), ("itype", _c_str), ("nnz", _c_int),
@@ -441,7 +442,9 @@ FIELDS = {
     "error": [("code", _c_str), ("msg", _c_str), ("rank", _c_int), ("frame", _c_int)],
 }
 FRAME_TYPES = tuple(FIELDS)
-DATA_TYPES = tuple(t for t in FIELDS if t not in ("header", "end"))
+# Structure: not data frames, not counted in end.count, no bins (step_end: docs/wire.md "Steps").
+STRUCTURE_TYPES = ("header", "end", "step_end")
+DATA_TYPES = tuple(t for t in FIELDS if t not in STRUCTURE_TYPES)
 KEYS = {t: ("t", "v") + tuple(k for k, _ in spec) for t, spec in FIELDS.items()}
 
 
@@ -518,6 +521,9 @@ def _semantics(c, verify_crc=True, strict_bool=False):
             raise _Bad("negative count", "count")
         if not 0 <= c["xxh3"] < (1 << 64):
             raise _Bad("xxh3 out of the uint64 range", "xxh3")
+    elif t == "step_end":
+        if c["step"] < 0:
+            raise _Bad("negative step %d" % c["step"], "step")
     elif t == "dense":
         size = _dtype(c["dtype"])
         want = _prod(c["shape"]) * size
@@ -680,6 +686,11 @@ def end(count, xxh3):
     return {"t": "end", "v": VERSION, "count": count, "xxh3": xxh3}
 
 
+def step_end(step):
+    """The frame that ends step `step` inside a stream (Writer.end_step writes and flushes it)."""
+    return {"t": "step_end", "v": VERSION, "step": step}
+
+
 class Writer:
     """Writes one canonical stream: header (on first use), data frames, end (on close()).
 
@@ -747,8 +758,19 @@ class Writer:
         finally:
             _limits.max_elems = old
         self._start()
+        if c["t"] == "step_end":   # structure: not hashed, not counted
+            self._emit(c, False)
+            return
         self._emit(c, True)
         self.count += 1
+
+    def end_step(self, step):
+        """Writes a step_end frame for step and flushes: a filter reading this stream answers
+        step `step` as soon as it reads it (docs/wire.md, "Steps")."""
+        self.write(step_end(step))
+        fl = getattr(self._f, "flush", None)
+        if fl:
+            fl()
 
     @property
     def digest(self):
@@ -1039,9 +1061,9 @@ class Reader:
 
     Iterating yields the data frames (dicts as decoded, wire key order, unknown keys kept; pass
     them through canonical() for the canonical form). `.header` is the current stream's header,
-    `.headers` every header seen, `.ends` every verified end frame. frames() also yields header
-    and end frames. With multi=False, reading stops after the first end frame (the rest of the
-    file is left unread). An empty input is an error unless allow_empty=True.
+    `.headers` every header seen, `.ends` every verified end frame. frames() also yields header,
+    step_end and end frames. With multi=False, reading stops after the first end frame (the rest
+    of the file is left unread). An empty input is an error unless allow_empty=True.
 
     Limits (checked before anything is allocated): max_payload bytes per bin (default
     $TRAINWIRE_MAX_PAYLOAD or 4 GiB-1), max_elems per array/map (default $TRAINWIRE_MAX_ELEMS or
@@ -1101,7 +1123,7 @@ class Reader:
 
     def __iter__(self):
         for f in self.frames():
-            if f["t"] not in ("header", "end"):
+            if f["t"] not in STRUCTURE_TYPES:
                 yield f
 
     def _err(self, reason, start, t=None, field=None):
@@ -1150,7 +1172,7 @@ class Reader:
                                     % (c["xxh3"], got), start, t, "xxh3")
                 self.ends.append(frame)
                 in_stream = False
-            else:
+            elif t != "step_end":
                 self.count += 1
             self.index += 1
             yield frame
@@ -1191,7 +1213,7 @@ class Reader:
                     raise _Bad("header inside a stream (previous stream has no end frame)")
             elif not in_stream:
                 raise _Bad("stream does not start with a header")
-            is_data = t not in ("header", "end")
+            is_data = t not in STRUCTURE_TYPES
             d.hasher = self._h if is_data else None
             frame = {"t": t, "v": v}
             for _ in range(n - 2):
@@ -1485,6 +1507,7 @@ def _cmd_sample(out):
     w = Writer(out, producer=DEFAULT_PRODUCER, meta={"kind": "sample", "schema_doc": "wire.md"})
     for f in sample_frames():
         w.write(f)
+    w.end_step(9)
     w.close()
 
 

@@ -61,14 +61,27 @@ type Proc struct {
 // blocks; one that still runs 5 s later is killed.
 func Start(t testing.TB, ctx context.Context, bin string, env []string, stdin io.Reader, args ...string) *Proc {
 	t.Helper()
+	p := command(ctx, bin, env, args)
+	p.Cmd.Stdin = stdin
+	p.Cmd.Stdout = &p.Stdout
+	p.start(t)
+	return p
+}
+
+// command is a Proc not yet started: stderr collected, SIGQUIT when ctx
+// ends; the caller sets stdin and stdout.
+func command(ctx context.Context, bin string, env, args []string) *Proc {
 	p := &Proc{Cmd: exec.CommandContext(ctx, bin, args...)}
 	p.Cmd.Cancel = func() error { return p.Cmd.Process.Signal(syscall.SIGQUIT) }
 	p.Cmd.WaitDelay = 5 * time.Second
 	p.Cmd.Env = append(os.Environ(), env...)
-	p.Cmd.Stdin = stdin
-	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
-	if err := p.Cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
+	p.Cmd.Stderr = &p.Stderr
 	return p
+}
+
+func (p *Proc) start(t testing.TB) {
+	t.Helper()
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", p.Cmd.Path, err)
+	}
 }
