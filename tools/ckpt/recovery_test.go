@@ -292,3 +292,18 @@ func (f *faults) restoreSame(round int, old, new int64) int64 {
 	}
 	return got
 }
+
+// Defect 7 of issue 23: an older iteration evicted by newer checkpoints
+// (each slot keeps two versions) is not "lost": the restore says it was
+// evicted and where to find it (exit 1), not that a group died (exit 3).
+func TestRecoveryEvictedIteration(t *testing.T) {
+	c := newCluster(t, 2, "--m", "2", "--buffer", "1MiB")
+	for it := int64(1); it <= 3; it++ {
+		c.saveAll(it, allRanks(2), func(r int) []byte { return shard(r, it, small) }, "--format", "raw", "--commit")
+	}
+	_, stderr, code := c.run(0, nil, "restore", "--iter", "1")
+	if code != 1 || !strings.Contains(stderr, "no longer held in CPU memory") || !strings.Contains(stderr, "--from persistent") {
+		t.Fatalf("restore of the evicted iteration 1: exit %d: %s; want exit 1 saying it was evicted", code, stderr)
+	}
+	c.restore(0, shard(0, 2, small), 2, "from local memory", "--iter", "2")
+}
