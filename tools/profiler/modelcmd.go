@@ -103,21 +103,24 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 	if !c.Quiet {
 		describe(rio.Stderr, m)
 	}
-	out, closeOut, err := createOutput(c.Out, rio.Stdout)
+	out, err := cli.CreateOutput(c.Out, rio.Stdout)
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer out.Close() // removes the file unless it was written whole
 	if c.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(jsonModel(m))
+		if err := enc.Encode(jsonModel(m)); err != nil {
+			return err
+		}
+		return out.Commit()
 	}
 	w := wire.NewWriter(out, "profiler/"+cli.Version)
-	if err := w.Write(m); err != nil {
+	if err := cli.EndStream(w, w.Write(m)); err != nil {
 		return err
 	}
-	return w.Close()
+	return out.Commit()
 }
 
 func readParams(path string) ([]analysis.MetaParam, error) {

@@ -52,11 +52,11 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	if !c.Instances && s.Collectives != nil {
 		s.Collectives.Instances = nil
 	}
-	rep, closeRep, err := createOutput(c.Report, rio.Stderr)
+	rep, err := cli.CreateOutput(c.Report, rio.Stderr)
 	if err != nil {
 		return err
 	}
-	defer closeRep()
+	defer rep.Close() // removes the report file unless it was written whole
 	if c.Format == "json" {
 		enc := json.NewEncoder(rep)
 		enc.SetIndent("", "  ")
@@ -67,11 +67,14 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	} else if err := writeTable(rep, s); err != nil {
 		return err
 	}
+	if err := rep.Commit(); err != nil {
+		return err
+	}
 	if c.Frames {
 		w := wire.NewWriter(rio.Stdout, "profiler/"+cli.Version)
 		for _, f := range statsFrames(s) {
 			if err := w.Write(f); err != nil {
-				return err
+				return cli.EndStream(w, err)
 			}
 		}
 		return w.Close()
