@@ -70,19 +70,26 @@ func EachFrame(files []string, stdin io.Reader, lim wire.Limits, headers bool, f
 		if err != nil {
 			return err
 		}
-		err = eachFrame(wire.NewReader(in, lim), headers, fn)
+		err = readStream(name, in, lim, headers, fn)
 		if cerr := closeIn(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			var de *wire.DecodeError
-			if name != "-" && (errors.As(err, &de) || errors.Is(err, wire.ErrTruncated)) {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
 			return err
 		}
 	}
 	return nil
+}
+
+// readStream is EachFrame for one opened input; stream errors name the
+// file (not stdin).
+func readStream(name string, in io.Reader, lim wire.Limits, headers bool, fn func(wire.Frame) error) error {
+	err := eachFrame(wire.NewReader(in, lim), headers, fn)
+	var de *wire.DecodeError
+	if err != nil && name != "-" && name != "" && (errors.As(err, &de) || errors.Is(err, wire.ErrTruncated)) {
+		err = fmt.Errorf("%s: %w", name, err)
+	}
+	return err
 }
 
 func eachFrame(r *wire.Reader, headers bool, fn func(wire.Frame) error) error {
