@@ -13,7 +13,7 @@ import (
 type ConvertCmd struct {
 	TraceFlags
 	To  string `help:"Target: perfetto (Chrome JSON as Perfetto's importer reads it: one process per rank, one track per lane, ns-precise times, class in args)." enum:"perfetto" default:"perfetto" env:"TRAINWIRE_PROFILER_TO"`
-	Out string `short:"o" help:"Output file; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out string `short:"o" help:"Output file (appears only once the whole trace is written); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 }
 
 // Help is the verb's long help.

@@ -15,7 +15,7 @@ import (
 // IngestCmd streams traces into normalized event frames.
 type IngestCmd struct {
 	TraceFlags
-	Out   string `short:"o" help:"Output stream of event frames; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out   string `short:"o" help:"Output stream of event frames (a file appears only once every trace was read); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 	Count bool   `help:"Write no frames: count the events by format, phase and class and report them on stderr (the parse path alone, as bench/profiler measures it)." env:"TRAINWIRE_PROFILER_COUNT"`
 }
 

@@ -36,7 +36,7 @@ type ModelCmd struct {
 	World   int64   `help:"World size written in a built-in model." default:"1" env:"TRAINWIRE_PROFILER_WORLD"`
 	DType   string  `name:"dtype" help:"Gradient dtype of a built-in model (f32, f16, bf16)." default:"f32" env:"TRAINWIRE_PROFILER_DTYPE"`
 
-	Out   string `short:"o" help:"Output: a trainwire stream with one model frame; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out   string `short:"o" help:"Output: a trainwire stream with one model frame (a file appears only on success); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 	JSON  bool   `help:"Write the model frame's keys as JSON instead of a stream (fuser plan --model F.json reads it)." env:"TRAINWIRE_PROFILER_JSON"`
 	Quiet bool   `help:"No summary on stderr."`
 }
