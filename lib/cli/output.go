@@ -26,7 +26,8 @@ type Output struct {
 	w      io.Writer
 	f      *os.File
 	tmp    string // the temporary file, "" when writing in place
-	path   string
+	path   string // where it goes (symbolic links resolved)
+	name   string // as the user gave it
 	closed bool
 }
 
@@ -44,9 +45,13 @@ func CreateOutput(name string, stdout io.Writer) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Output{w: f, f: f, path: name}, nil
+		return &Output{w: f, f: f, path: name, name: name}, nil
 	}
-	dir, base := filepath.Split(name)
+	target := name
+	if real, err := filepath.EvalSymlinks(name); err == nil {
+		target = real // replace the file a link points to, not the link
+	}
+	dir, base := filepath.Split(target)
 	for range 100 {
 		var rnd [4]byte
 		_, _ = rand.Read(rnd[:])
@@ -59,7 +64,7 @@ func CreateOutput(name string, stdout io.Writer) (*Output, error) {
 		if err != nil {
 			return nil, fmt.Errorf("output %s: %w", name, err)
 		}
-		return &Output{w: f, f: f, tmp: tmp, path: name}, nil
+		return &Output{w: f, f: f, tmp: tmp, path: target, name: name}, nil
 	}
 	return nil, fmt.Errorf("output %s: no free temporary name in %s", name, filepath.Dir(name))
 }
@@ -69,10 +74,10 @@ func (o *Output) Write(p []byte) (int, error) { return o.w.Write(p) }
 
 // Name is how messages name the output: its path, or "stdout".
 func (o *Output) Name() string {
-	if o.path == "" {
+	if o.name == "" {
 		return "stdout"
 	}
-	return o.path
+	return o.name
 }
 
 // Commit makes the output final: the file is synced, closed and renamed
@@ -94,7 +99,7 @@ func (o *Output) Commit() error {
 	}
 	if err != nil {
 		_ = os.Remove(o.tmp)
-		return fmt.Errorf("output %s: %w", o.path, err)
+		return fmt.Errorf("output %s: %w", o.name, err)
 	}
 	return nil
 }

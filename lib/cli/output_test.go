@@ -64,6 +64,20 @@ func TestOutputAppearsWhole(t *testing.T) {
 
 	_, err = CreateOutput(dir, nil)
 	assert.ErrorContains(t, err, "is a directory")
+
+	// a symbolic link keeps pointing at the new file
+	link := filepath.Join(dir, "link.tw")
+	require.NoError(t, os.Symlink(path, link))
+	o, err = CreateOutput(link, nil)
+	require.NoError(t, err)
+	_, _ = o.Write([]byte("via link"))
+	require.NoError(t, o.Commit())
+	assert.Equal(t, link, o.Name())
+	st, err = os.Lstat(link)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSymlink, st.Mode().Type())
+	b, _ = os.ReadFile(path)
+	assert.Equal(t, "via link", string(b))
 }
 
 // TestEndStream: success ends the stream; failure writes an error frame
