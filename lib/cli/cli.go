@@ -156,6 +156,10 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 		fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
 		var pe *kong.ParseError
 		if errors.As(err, &pe) {
+			// Kong prints help on its Stdout: right for --help, which the
+			// user asked for, wrong here, where stdout may be the next
+			// tool's input (`tool --bad | compressor encode`).
+			pe.Context.Kong.Stdout = stderr
 			_ = pe.Context.PrintUsage(true)
 		}
 		return ExitUsage

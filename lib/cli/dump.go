@@ -70,13 +70,22 @@ func EachFrame(files []string, stdin io.Reader, lim wire.Limits, headers bool, f
 		if err != nil {
 			return err
 		}
-		err = eachFrame(wire.NewReader(in, lim), headers, fn)
+		err = readStream(name, in, lim, headers, fn)
 		if cerr := closeIn(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return inputErr(name, err)
+			return err
 		}
+	}
+	return nil
+}
+
+// readStream is EachFrame for one opened input; stream errors name the
+// file (not stdin).
+func readStream(name string, in io.Reader, lim wire.Limits, headers bool, fn func(wire.Frame) error) error {
+	if err := eachFrame(wire.NewReader(in, lim), headers, fn); err != nil {
+		return inputErr(name, err)
 	}
 	return nil
 }

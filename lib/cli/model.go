@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,34 +15,26 @@ const MaxModelJSON = 256 << 20
 
 // ReadModel reads the timing model the planners (fuser, compressor plan)
 // take: the first model frame of a trainwire stream (what `profiler model`
-// writes), or, for a path ending in .json, one JSON object with the model
-// frame's keys (name, world, iters, iter_ns, forward_ns, grads[{name,
-// bytes, numel, dtype, ready_ns, compute_ns}], comm[{op, bytes, ns,
-// world}]) written by hand. "-" or "" is stdin. Malformed input is an
-// error with exit code ExitBadInput naming the file.
+// writes), or one JSON object with the model frame's keys (name, world,
+// iters, iter_ns, forward_ns, grads[{name, bytes, numel, dtype, ready_ns,
+// compute_ns}], comm[{op, bytes, ns, world}]) written by hand. JSON is
+// told from a stream by its first byte ('{' or white space, which no
+// stream starts with), so a JSON model works from any path, stdin
+// included; a path ending in .json is always read as JSON. "-" or "" is
+// stdin. Malformed input is an error with exit code ExitBadInput naming
+// the file.
 func ReadModel(path string, stdin io.Reader, lim wire.Limits) (*wire.Model, error) {
-	if strings.HasSuffix(path, ".json") {
-		in, closeIn, err := OpenInput(path, stdin)
-		if err != nil {
-			return nil, err
-		}
-		defer closeIn()
-		b, err := io.ReadAll(io.LimitReader(in, MaxModelJSON+1))
-		if err != nil {
-			return nil, err
-		}
-		if len(b) > MaxModelJSON {
-			return nil, WithCode(ExitBadInput, fmt.Errorf("%s: a JSON model larger than %d bytes", path, MaxModelJSON))
-		}
-		var raw jsonModel
-		if err := json.Unmarshal(b, &raw); err != nil {
-			return nil, WithCode(ExitBadInput, fmt.Errorf("%s: %v", path, err))
-		}
-		m := raw.model()
-		return &m, nil
+	in, closeIn, err := OpenInput(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	defer closeIn()
+	br := bufio.NewReaderSize(in, 1<<16)
+	if strings.HasSuffix(path, ".json") || looksJSON(br) {
+		return readJSONModel(InputName(path), br)
 	}
 	var m *wire.Model
-	err := EachFrame([]string{path}, stdin, lim, false, func(f wire.Frame) error {
+	err = readStream(path, br, lim, false, func(f wire.Frame) error {
 		if mf, ok := f.(*wire.Model); ok && m == nil {
 			m = mf
 		}
@@ -54,6 +47,36 @@ func ReadModel(path string, stdin io.Reader, lim wire.Limits) (*wire.Model, erro
 		return nil, WithCode(ExitBadInput, fmt.Errorf("%s: no model frame in the stream", InputName(path)))
 	}
 	return m, nil
+}
+
+// looksJSON says whether br starts with '{' or white space (it waits for
+// the first byte only).
+func looksJSON(br *bufio.Reader) bool {
+	b, err := br.Peek(1)
+	if err != nil {
+		return false
+	}
+	switch b[0] {
+	case '{', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+func readJSONModel(name string, in io.Reader) (*wire.Model, error) {
+	b, err := io.ReadAll(io.LimitReader(in, MaxModelJSON+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxModelJSON {
+		return nil, WithCode(ExitBadInput, fmt.Errorf("%s: a JSON model larger than %d bytes", name, MaxModelJSON))
+	}
+	var raw jsonModel
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, WithCode(ExitBadInput, fmt.Errorf("%s: %v", name, err))
+	}
+	m := raw.model()
+	return &m, nil
 }
 
 // InputName is how messages name an input path: "stdin" for "-" or "".

@@ -41,6 +41,22 @@ func TestReadModel(t *testing.T) {
 	require.Equal(t, ExitBadInput, ExitCodeOf(err))
 	require.Contains(t, err.Error(), "stdin: no model frame")
 
+	// a JSON model on stdin, or in a file not named .json, is read as
+	// JSON (no stream starts with '{' or white space)
+	for _, in := range []string{`{"name":"piped","grads":[{"name":"w","bytes":8}]}`, "\n  {\"name\": \"piped\"}"} {
+		got, err = ReadModel("-", strings.NewReader(in), wire.Limits{})
+		require.NoError(t, err)
+		require.Equal(t, "piped", got.Name)
+	}
+	noext := filepath.Join(dir, "model")
+	require.NoError(t, os.WriteFile(noext, []byte(`{"name":"noext"}`), 0o644))
+	got, err = ReadModel(noext, nil, wire.Limits{})
+	require.NoError(t, err)
+	require.Equal(t, "noext", got.Name)
+	_, err = ReadModel("-", strings.NewReader(`{"grads": [`), wire.Limits{})
+	require.Equal(t, ExitBadInput, ExitCodeOf(err))
+	require.True(t, strings.HasPrefix(err.Error(), "stdin:"), err.Error())
+
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"grads": [`), 0o644))
 	_, err = ReadModel(bad, nil, wire.Limits{})

@@ -38,6 +38,12 @@ func (c *ctrlConn) write(t msgType, v any, timeout time.Duration) error {
 	return writeFrame(c.conn, t, body)
 }
 
+// ctrlLostHook, set only by tests, runs in a control reader (not rank
+// 0's) that found its connection to rank 0 failed while this rank was
+// not closing: the point at which a concurrent Close once turned a dead
+// rank 0 into a job-wide abort on a tolerant mesh.
+var ctrlLostHook atomic.Pointer[func(*Mesh)]
+
 // startControl starts the control readers and heartbeats: on rank 0 one
 // reader and one heartbeat goroutine per rank, elsewhere one of each for
 // the connection to rank 0.
@@ -171,6 +177,9 @@ func (m *Mesh) readControl(c *ctrlConn) {
 		if err != nil {
 			if c.bye.Load() || m.closing.Load() || m.isAborted() {
 				return
+			}
+			if h := ctrlLostHook.Load(); h != nil {
+				(*h)(m)
 			}
 			if m.tolerantNow() && !regrace && isTimeout(err) {
 				// Before dropping anyone for silence, read what is

@@ -25,3 +25,14 @@ func (m *Mesh) Kill() {
 	m.abortMu.Unlock()
 	m.bgWG.Wait()
 }
+
+// HookControlLost makes f run in every non-zero rank's control reader that
+// finds its connection to rank 0 failed while its rank was not closing;
+// the returned function removes the hook.
+func HookControlLost(f func(m *Mesh)) (restore func()) {
+	ctrlLostHook.Store(&f)
+	return func() { ctrlLostHook.Store(nil) }
+}
+
+// Closing says whether Close (or Kill) has begun on m.
+func (m *Mesh) Closing() bool { return m.closing.Load() }

@@ -55,6 +55,11 @@ func (m *Mesh) drop(v verdict) {
 	if !m.dropLocal(v) {
 		return
 	}
+	if m.rank == 0 && m.closing.Load() {
+		// A closing (or crashed) rank 0 judges nothing, as in decide:
+		// the others have its goodbye, or will see it go.
+		return
+	}
 	if m.rank == 0 {
 		var done []chan struct{}
 		for r := 1; r < m.world; r++ {
@@ -190,8 +195,15 @@ func (m *Mesh) RecvAny(peer, max int) (tag uint32, b []byte, err error) {
 
 // tolerantNow says whether failures drop ranks: a tolerant mesh once Open
 // has succeeded (during Open a failure still fails Open everywhere).
+//
+// It does not depend on Close. Every caller first ignores failures seen
+// once this rank is closing (closing is set before Close closes anything,
+// so a failure seen before that is a real one); if the mode then changed
+// with closing, a Close that began between that check and this one would
+// turn a dead rank into a job-wide abort on a tolerant mesh, and Close
+// would return it (TestTolerantCloseWhileRank0Dies).
 func (m *Mesh) tolerantNow() bool {
-	if !m.cfg.Tolerant || m.closing.Load() {
+	if !m.cfg.Tolerant {
 		return false
 	}
 	select {

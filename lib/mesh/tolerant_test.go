@@ -110,3 +110,31 @@ func TestTolerantEvictsReportedPeer(t *testing.T) {
 	require.NoError(t, ms[1].Recv(0, 3, b))
 	require.Equal(t, []int{0, 1}, ms[1].Alive())
 }
+
+// TestTolerantCloseWhileRank0Dies: a survivor that begins Close just as
+// its control reader finds rank 0 gone drops rank 0, as a tolerant mesh
+// does, and Close returns nil. The reader is held (by a test hook) between
+// its "am I closing?" check and its choice between dropping and aborting
+// until Close has begun: under load that window once let Close flip the
+// mesh out of tolerant mode, so the dead rank 0 aborted the job and Close
+// returned "rank 0 failed: killed or exited … (reported by rank 1)"
+// (TestTolerantDropsDeadPeer/victim=0 was flaky).
+func TestTolerantCloseWhileRank0Dies(t *testing.T) {
+	ms := meshtest.Open(t, 3, func(c *mesh.Config) { c.Tolerant = true; c.Timeout = 5 * time.Second })
+	reached := make(chan struct{})
+	defer mesh.HookControlLost(func(m *mesh.Mesh) {
+		if m != ms[1] {
+			return
+		}
+		close(reached)
+		for !m.Closing() {
+			time.Sleep(time.Millisecond)
+		}
+	})()
+	ms[0].Kill()
+	<-reached
+	require.NoError(t, ms[1].Close())
+	require.True(t, ms[1].IsDropped(0))
+	require.Eventually(t, func() bool { return ms[2].IsDropped(0) }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, ms[2].Err())
+}

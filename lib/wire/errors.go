@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrTruncated is wrapped by the error a Reader returns when its input
@@ -12,6 +15,48 @@ var ErrTruncated = errors.New("stream truncated")
 // ErrDigest is wrapped by the error a Reader returns when an End frame's
 // count or digest does not match what was read.
 var ErrDigest = errors.New("end frame does not match the stream")
+
+// ErrNotStream is wrapped by the error a Reader returns when a frame
+// starts with a byte no frame starts with, such as JSON or other text
+// where a stream was expected.
+var ErrNotStream = errors.New("not a trainwire stream")
+
+// notStream describes input that cannot be a frame, from what br has
+// buffered (it never waits for more): JSON, other text, or a stray byte.
+func notStream(br *bufio.Reader) error {
+	p, _ := br.Peek(min(br.Buffered(), 40))
+	if !looksText(p) {
+		return fmt.Errorf("%w: byte 0x%02x cannot start a frame (a frame is a msgpack map)", ErrNotStream, p[0])
+	}
+	body := bytes.TrimLeft(p, " \t\r\n")
+	what := "text"
+	if len(body) > 0 && (body[0] == '{' || body[0] == '[') {
+		what = "JSON"
+	}
+	if i := bytes.IndexByte(body, '\n'); i >= 0 {
+		body = body[:i]
+	}
+	for !utf8.Valid(body) {
+		body = body[:len(body)-1] // a character cut where the buffer ends
+	}
+	return fmt.Errorf("this looks like %s, %w (it starts with %q)", what, ErrNotStream, body)
+}
+
+// looksText says whether p is UTF-8 text without control characters other
+// than tab, CR and LF (a character cut at the end of p is allowed).
+func looksText(p []byte) bool {
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return !utf8.FullRune(p[i:])
+		}
+		if r < ' ' && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return false
+		}
+		i += n
+	}
+	return true
+}
 
 // DecodeError is a malformed stream: it names the frame (its index in the
 // input, 0 being the first header), the byte offset where that frame

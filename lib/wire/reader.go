@@ -114,7 +114,8 @@ func (r *Reader) NextFrame() (Frame, error) {
 
 func (r *Reader) frame() (Frame, error) {
 	start := r.cr.n
-	if _, err := r.cr.br.Peek(1); err != nil {
+	first, err := r.cr.br.Peek(1)
+	if err != nil {
 		if err != io.EOF {
 			return nil, fmt.Errorf("wire: reading at byte %d: %w", start, err)
 		}
@@ -129,6 +130,10 @@ func (r *Reader) frame() (Frame, error) {
 	}
 	idx := r.index
 	r.index++
+	if first[0] < 0x80 {
+		// A positive fixint never starts a frame (a map); text does.
+		return nil, &DecodeError{Frame: idx, Offset: start, Err: notStream(r.cr.br)}
+	}
 	d := &dec{d: r.d, cr: r.cr, lim: &r.lim}
 	typ, f, err := d.frame(r.inStream, r.hash)
 	if err == nil {

@@ -16,12 +16,18 @@ import (
 // and an End frame on Close. It buffers (64 KiB) and writes payloads straight
 // from the caller's slices; call Flush at batch boundaries where a reader
 // is waiting. A Writer is not safe for concurrent use.
+//
+// The End frame says the producer finished: call Close only when it did.
+// A producer that fails calls Abort instead (never a deferred Close, which
+// would end a failed run's stream as complete, and the next tool in the
+// pipe would take it for a success).
 type Writer struct {
 	bw      *bufio.Writer
 	enc     *msgpack.Encoder
 	hdr     Header
 	started bool
 	closed  bool
+	aborted bool
 	count   int64
 	hash    *xxh3.Hasher
 	lim     Limits
@@ -118,9 +124,16 @@ func (w *Writer) Flush() error {
 }
 
 // Close writes the End frame (and the Header, for an empty stream) and
-// flushes. It does not close the underlying writer.
+// flushes. It does not close the underlying writer. After a failed Write
+// or Flush it writes nothing and returns that error (a stream some of
+// whose frames are missing must not end as complete); after Abort it
+// writes nothing and returns nil.
 func (w *Writer) Close() error {
 	if w.closed {
+		return w.err
+	}
+	if w.err != nil {
+		w.closed = true
 		return w.err
 	}
 	if err := w.start(); err != nil {
@@ -134,6 +147,40 @@ func (w *Writer) Close() error {
 	}
 	return w.Flush()
 }
+
+// Abort ends the stream as failed: it writes e (an error frame saying
+// why, when e is not nil), flushes what was written and writes no End
+// frame, so every reader reports the stream as truncated, never as
+// complete. A header comes first if nothing was written yet, so the error
+// frame is readable (dump shows it). Abort after Close does nothing; Close
+// after Abort does nothing and returns nil. It returns the write error, if
+// any.
+func (w *Writer) Abort(e *Error) error {
+	if w.closed {
+		return nil
+	}
+	w.closed, w.aborted = true, true
+	if w.err != nil {
+		return w.err
+	}
+	if e != nil {
+		if err := w.start(); err != nil {
+			return err
+		}
+		en := encoder{enc: w.enc, bw: w.bw, hash: w.hash}
+		if err := en.frame(e); err != nil {
+			w.err = fmt.Errorf("wire: writing error: %w", err)
+			return w.err
+		}
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("wire: %w", err)
+	}
+	return w.err
+}
+
+// Aborted says whether Abort ended the stream.
+func (w *Writer) Aborted() bool { return w.aborted }
 
 // encoder writes frames canonically (docs/wire.md); hash, when set,
 // receives every bin value.

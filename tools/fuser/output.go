@@ -58,19 +58,13 @@ func (o *OutputFlags) write(rio *cli.IO, rep report) error {
 	return w.Close()
 }
 
-// fail reports err in-band (an error frame) when the output is frames.
+// fail reports err in-band (an error frame) when the output is frames,
+// in a stream with no end frame: a failed run's stream is never complete.
 func (o *OutputFlags) fail(rio *cli.IO, err error) {
 	if o.format(rio.Stdout) != "frames" {
 		return
 	}
-	w := wire.NewWriter(rio.Stdout, producer+cli.Version)
-	code := "bad_input"
-	if cli.ExitCodeOf(err) != cli.ExitBadInput {
-		code = "failed"
-	}
-	if w.Write(&wire.Error{Code: code, Msg: err.Error(), Rank: -1, Frame: -1}) == nil {
-		_ = w.Close()
-	}
+	_ = cli.EndStream(wire.NewWriter(rio.Stdout, producer+cli.Version), err)
 }
 
 func ms(ns float64) float64 { return ns / 1e6 }

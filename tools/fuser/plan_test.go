@@ -105,13 +105,17 @@ func TestBadModels(t *testing.T) {
 			code, out, stderr := runFuser(t, nil, append([]string{"plan", "--model", c.model, "--format", "frames"}, g1Costs...)...)
 			assert.Equal(t, cli.ExitBadInput, code)
 			assert.Contains(t, stderr, c.want)
-			// The stream carries the error and no plan.
+			// The stream carries the error and no plan, and no end frame:
+			// a failed run's stream is never complete.
 			r := wire.NewReader(bytes.NewReader(out), wire.Limits{})
 			f, err := r.Next()
 			require.NoError(t, err)
 			e, ok := f.(*wire.Error)
 			require.True(t, ok, "got %T", f)
 			assert.Contains(t, e.Msg, c.want)
+			assert.Equal(t, "bad_input", e.Code)
+			_, err = r.Next()
+			require.ErrorIs(t, err, wire.ErrTruncated)
 		})
 	}
 }

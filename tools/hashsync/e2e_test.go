@@ -30,6 +30,27 @@ func startRanks(t *testing.T, ctx context.Context, world int, env []string, args
 	return procs
 }
 
+// waitLogged waits until every process has written want to its stderr.
+// A test that kills a rank waits for its mesh to be up first: a rank lost
+// during the rendezvous fails Open, but one killed before it even dialled
+// rank 0 leaves the others waiting for it until --connect-timeout (120 s),
+// past the test's deadline. A fixed sleep (1.5–2 s) was not always enough
+// on a loaded machine.
+func waitLogged(t *testing.T, procs []*clitest.Proc, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for r := 0; r < len(procs); {
+		if strings.Contains(procs[r].Stderr.String(), want) {
+			r++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank %d did not log %q within 60 s: %s", r, want, procs[r].Stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestCheckFourProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -55,7 +76,7 @@ func TestCheckKilledRankIsNamed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	procs := startRanks(t, ctx, 4, nil, "--sizes", "4MiB", "--iters", "100000", "--timeout", "10s")
-	time.Sleep(1500 * time.Millisecond) // let the mesh form and the loop run
+	waitLogged(t, procs, "check: mesh up")
 	const victim = 2
 	require.NoError(t, procs[victim].Cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()

@@ -238,7 +238,8 @@ func TestSyncMismatch(t *testing.T) {
 
 // A rank that dies mid-sync makes the others exit 3 naming it: ranks 0, 1
 // and 3 have a second tensor and wait for rank 2 in its synchronization;
-// rank 2 has only the first, waits for input, and is killed.
+// rank 2 has only the first, waits for input, and is killed (once every
+// rank's mesh is up: during the first tensor's sync or after it).
 func TestSyncDeadRank(t *testing.T) {
 	dir := t.TempDir()
 	a := genFiles(t, filepath.Join(dir), 4, "--rows", "5000", "--density", "0.05", "--seed", "1")
@@ -254,7 +255,7 @@ func TestSyncDeadRank(t *testing.T) {
 	for r := range 4 {
 		pr, w, err := os.Pipe()
 		require.NoError(t, err)
-		p := clitest.Start(t, ctx, bin, nil, pr, "sync", "--rank", fmt.Sprint(r), "--world", "4", "--master", master, "--timeout", "30s")
+		p := clitest.Start(t, ctx, bin, []string{"TRAINWIRE_LOG_LEVEL=debug"}, pr, "sync", "--rank", fmt.Sprint(r), "--world", "4", "--master", master, "--timeout", "30s")
 		pr.Close() // the rank has its own copy
 		ab, err := os.ReadFile(a[r])
 		require.NoError(t, err)
@@ -273,7 +274,7 @@ func TestSyncDeadRank(t *testing.T) {
 			_ = w.Close()
 		}
 	}()
-	time.Sleep(2 * time.Second)
+	waitLogged(t, ps, "sync: mesh up")
 	require.NoError(t, ps[2].Cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
 	for r, p := range ps {

@@ -13,7 +13,7 @@ import (
 type ConvertCmd struct {
 	TraceFlags
 	To  string `help:"Target: perfetto (Chrome JSON as Perfetto's importer reads it: one process per rank, one track per lane, ns-precise times, class in args)." enum:"perfetto" default:"perfetto" env:"TRAINWIRE_PROFILER_TO"`
-	Out string `short:"o" help:"Output file; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out string `short:"o" help:"Output file (appears only once the whole trace is written); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 }
 
 // Help is the verb's long help.
@@ -33,11 +33,11 @@ func (c *ConvertCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
-	out, closeOut, err := createOutput(c.Out, rio.Stdout)
+	out, err := cli.CreateOutput(c.Out, rio.Stdout)
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer out.Close() // removes the file unless the whole trace was written
 	bw := bufio.NewWriterSize(out, 1<<16)
 	us := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e3, 'f', 3, 64) }
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
@@ -80,5 +80,8 @@ func (c *ConvertCmd) Run(rio *cli.IO) error {
 		}
 	}
 	fmt.Fprintf(bw, "\n]}\n")
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return out.Commit()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // IngestCmd streams traces into normalized event frames.
 type IngestCmd struct {
 	TraceFlags
-	Out   string `short:"o" help:"Output stream of event frames; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out   string `short:"o" help:"Output stream of event frames (a file appears only once every trace was read); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 	Count bool   `help:"Write no frames: count the events by format, phase and class and report them on stderr (the parse path alone, as bench/profiler measures it)." env:"TRAINWIRE_PROFILER_COUNT"`
 }
 
@@ -34,7 +33,9 @@ Exit codes: 0 ok, 1 I/O error, 2 malformed or truncated JSON (the message
 names the file and byte offset), 80 usage.`
 }
 
-// Run ingests.
+// Run ingests. The stream's end frame (and, with -o, the file) appears
+// only when every file was read: a bad file ends it with an error frame
+// and no end, so the next tool in the pipe fails too.
 func (c *IngestCmd) Run(rio *cli.IO) error {
 	cl, err := c.classifier()
 	if err != nil {
@@ -44,62 +45,73 @@ func (c *IngestCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
-	var w *wire.Writer
-	if !c.Count {
-		out, closeOut, err := createOutput(c.Out, rio.Stdout)
-		if err != nil {
-			return err
-		}
-		defer closeOut()
-		w = wire.NewWriter(out, "profiler/"+cli.Version)
-		defer w.Close()
+	if c.Count {
+		return c.count(rio, files, cl)
 	}
-	counts := map[countKey]int64{}
-	start := time.Now()
+	out, err := cli.CreateOutput(c.Out, rio.Stdout)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	w := wire.NewWriter(out, "profiler/"+cli.Version)
+	_, err = c.ingest(rio, files, cl, w, nil)
+	if err = cli.EndStream(w, err); err != nil {
+		return err
+	}
+	return out.Commit()
+}
+
+// ingest reads every file into w, or with w nil counts their events into
+// counts; it returns the bytes of JSON read.
+func (c *IngestCmd) ingest(rio *cli.IO, files []string, cl *classify.Classifier, w *wire.Writer, counts map[countKey]int64) (int64, error) {
 	var bytes int64
 	for _, f := range files {
 		n, err := c.ingestFile(rio, f, cl, w, counts)
 		bytes += n
 		if err != nil {
-			return badTrace(err)
+			return bytes, badTrace(err)
 		}
 		if err := rio.Ctx.Err(); err != nil {
-			return err
+			return bytes, err
 		}
 	}
-	if w != nil {
-		if err := w.Close(); err != nil {
-			return err
-		}
+	return bytes, nil
+}
+
+// count is --count: the events by format, phase and class, on stderr.
+func (c *IngestCmd) count(rio *cli.IO, files []string, cl *classify.Classifier) error {
+	counts := map[countKey]int64{}
+	start := time.Now()
+	bytes, err := c.ingest(rio, files, cl, nil, counts)
+	if err != nil {
+		return err
 	}
-	if c.Count {
-		el := time.Since(start).Seconds()
-		keys := make([]countKey, 0, len(counts))
-		var total int64
-		for k, v := range counts {
-			keys = append(keys, k)
-			total += v
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			if counts[a] != counts[b] {
-				return counts[a] > counts[b]
-			}
-			// ties in a fixed order (map order would shuffle them)
-			if a.format != b.format {
-				return a.format < b.format
-			}
-			if a.ph != b.ph {
-				return a.ph < b.ph
-			}
-			return a.class < b.class
-		})
-		fmt.Fprintf(rio.Stderr, "%-10s %-6s %-12s %12s\n", "format", "phase", "class", "events")
-		for _, k := range keys {
-			fmt.Fprintf(rio.Stderr, "%-10s %-6c %-12s %12d\n", k.format, k.ph, k.class, counts[k])
-		}
-		fmt.Fprintf(rio.Stderr, "%d events, %d bytes in %.3f s (%.1f MB/s)\n", total, bytes, el, float64(bytes)/1e6/max(el, 1e-9))
+	el := time.Since(start).Seconds()
+	keys := make([]countKey, 0, len(counts))
+	var total int64
+	for k, v := range counts {
+		keys = append(keys, k)
+		total += v
 	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if counts[a] != counts[b] {
+			return counts[a] > counts[b]
+		}
+		// ties in a fixed order (map order would shuffle them)
+		if a.format != b.format {
+			return a.format < b.format
+		}
+		if a.ph != b.ph {
+			return a.ph < b.ph
+		}
+		return a.class < b.class
+	})
+	fmt.Fprintf(rio.Stderr, "%-10s %-6s %-12s %12s\n", "format", "phase", "class", "events")
+	for _, k := range keys {
+		fmt.Fprintf(rio.Stderr, "%-10s %-6c %-12s %12d\n", k.format, k.ph, k.class, counts[k])
+	}
+	fmt.Fprintf(rio.Stderr, "%d events, %d bytes in %.3f s (%.1f MB/s)\n", total, bytes, el, float64(bytes)/1e6/max(el, 1e-9))
 	return nil
 }
 
@@ -225,16 +237,4 @@ func (c *IngestCmd) ingestFile(rio *cli.IO, name string, cl *classify.Classifier
 		rio.Log.Warn("trace array has no closing bracket; read up to the last complete event", "file", name)
 	}
 	return tr.Offset(), nil
-}
-
-// createOutput opens an output file; "-" is stdout.
-func createOutput(name string, stdout io.Writer) (io.Writer, func() error, error) {
-	if name == "-" || name == "" {
-		return stdout, func() error { return nil }, nil
-	}
-	f, err := os.Create(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	return f, f.Close, nil
 }

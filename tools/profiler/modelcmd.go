@@ -36,7 +36,7 @@ type ModelCmd struct {
 	World   int64   `help:"World size written in a built-in model." default:"1" env:"TRAINWIRE_PROFILER_WORLD"`
 	DType   string  `name:"dtype" help:"Gradient dtype of a built-in model (f32, f16, bf16)." default:"f32" env:"TRAINWIRE_PROFILER_DTYPE"`
 
-	Out   string `short:"o" help:"Output: a trainwire stream with one model frame; - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Out   string `short:"o" help:"Output: a trainwire stream with one model frame (a file appears only on success); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
 	JSON  bool   `help:"Write the model frame's keys as JSON instead of a stream (fuser plan --model F.json reads it)." env:"TRAINWIRE_PROFILER_JSON"`
 	Quiet bool   `help:"No summary on stderr."`
 }
@@ -103,21 +103,24 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 	if !c.Quiet {
 		describe(rio.Stderr, m)
 	}
-	out, closeOut, err := createOutput(c.Out, rio.Stdout)
+	out, err := cli.CreateOutput(c.Out, rio.Stdout)
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer out.Close() // removes the file unless it was written whole
 	if c.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(jsonModel(m))
+		if err := enc.Encode(jsonModel(m)); err != nil {
+			return err
+		}
+		return out.Commit()
 	}
 	w := wire.NewWriter(out, "profiler/"+cli.Version)
-	if err := w.Write(m); err != nil {
+	if err := cli.EndStream(w, w.Write(m)); err != nil {
 		return err
 	}
-	return w.Close()
+	return out.Commit()
 }
 
 func readParams(path string) ([]analysis.MetaParam, error) {

@@ -16,7 +16,7 @@ import (
 type SummaryCmd struct {
 	TraceFlags
 	Format       string  `help:"Report format: table or json." enum:"table,json" default:"table" env:"TRAINWIRE_PROFILER_FORMAT"`
-	Report       string  `help:"Write the report to this file instead of stderr." env:"TRAINWIRE_PROFILER_REPORT"`
+	Report       string  `help:"Write the report to this file instead of stderr (it appears only on success)." env:"TRAINWIRE_PROFILER_REPORT"`
 	Frames       bool    `help:"Write stats frames (one per rank and analysis) on stdout." default:"true" negatable:"" env:"TRAINWIRE_PROFILER_FRAMES"`
 	KernelWaitUS float64 `name:"kernel-wait-us" help:"A gap shorter than this between events on one lane, with the next launched in time, is kernel wait (HTA's consecutive_kernel_delay)." default:"30" env:"TRAINWIRE_PROFILER_KERNEL_WAIT_US"`
 	TopK         int     `help:"Kernels listed per class." default:"5" env:"TRAINWIRE_PROFILER_TOP_K"`
@@ -52,11 +52,11 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	if !c.Instances && s.Collectives != nil {
 		s.Collectives.Instances = nil
 	}
-	rep, closeRep, err := createOutput(c.Report, rio.Stderr)
+	rep, err := cli.CreateOutput(c.Report, rio.Stderr)
 	if err != nil {
 		return err
 	}
-	defer closeRep()
+	defer rep.Close() // removes the report file unless it was written whole
 	if c.Format == "json" {
 		enc := json.NewEncoder(rep)
 		enc.SetIndent("", "  ")
@@ -67,11 +67,14 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	} else if err := writeTable(rep, s); err != nil {
 		return err
 	}
+	if err := rep.Commit(); err != nil {
+		return err
+	}
 	if c.Frames {
 		w := wire.NewWriter(rio.Stdout, "profiler/"+cli.Version)
 		for _, f := range statsFrames(s) {
 			if err := w.Write(f); err != nil {
-				return err
+				return cli.EndStream(w, err)
 			}
 		}
 		return w.Close()

@@ -373,6 +373,16 @@ class TestErrors(unittest.TestCase):
         self.assertWire(packed_stream([f3]), 'second key is not "v"')
         self.assertWire(packed_stream([[1, 2]]), "frame 1 at byte", "want map")
 
+    def test_text_is_not_a_stream(self):
+        # JSON or other text where a stream is expected is named as such (as lib/wire does)
+        self.assertWire(b'{"traceEvents": []}', "frame 0 at byte 0",
+                        'this looks like JSON, not a trainwire stream (it starts with "{\\"traceEvents\\": []}")')
+        self.assertWire(b"\n  [1, 2]\n", "this looks like JSON", '(it starts with "[1, 2]")')
+        self.assertWire(b"Usage: hashsync gen [flags]\n", "this looks like text")
+        self.assertWire(b"\x01\x02", "byte 0x01 cannot start a frame")
+        first = packed_stream([])
+        self.assertWire(first + b'{"a": 1}', "stream 1 frame 0 at byte %d" % len(first), "this looks like JSON")
+
     def test_missing_and_mistyped_keys(self):
         f = dict(W.error("c", "m"))
         del f["rank"]

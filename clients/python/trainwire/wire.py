@@ -847,6 +847,23 @@ def _fmt_name(b):
     return _FMT_NAMES[b]
 
 
+def _not_stream(head):
+    """What input that cannot be a frame looks like (lib/wire's notStream)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = None
+        if e.reason == "unexpected end of data":  # a character cut where the buffer ends
+            text = head[:e.start].decode("utf-8")
+    if text is None or any((c < " " and c not in "\t\r\n") or c == "\x7f" for c in text):
+        return "not a trainwire stream: byte 0x%02x cannot start a frame (a frame is a msgpack map)" % head[0]
+    body = text.lstrip(" \t\r\n")
+    what = "JSON" if body[:1] in ("{", "[") else "text"
+    body = body.split("\n", 1)[0]
+    return "this looks like %s, not a trainwire stream (it starts with %s)" % (
+        what, json.dumps(body, ensure_ascii=False))
+
+
 class _Decoder:
     """Streaming msgpack decoder with limits checked on every header."""
 
@@ -916,6 +933,10 @@ class _Decoder:
             need -= len(d)
             self._base += len(d)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def buffered(self, n):
+        """Up to n bytes already read and not consumed (never reads more)."""
+        return self._buf[self._pos:self._pos + n]
 
     def _byte(self):
         if self._pos >= len(self._buf):
@@ -1184,6 +1205,9 @@ class Reader:
         t = None
         field = None
         try:
+            head = d.buffered(40)
+            if head and head[0] < 0x80:
+                raise _Bad(_not_stream(head))  # a positive fixint never starts a frame; text does
             n = d.map_len()
             if n < 2:
                 raise _Bad("frame map has %d keys, want at least t and v" % n)

@@ -74,12 +74,23 @@ func Basics(t *testing.T, tool string, cli any, run RunFunc) {
 		}
 	})
 	t.Run("bad flag", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		if code := run([]string{"--no-such-flag"}, strings.NewReader(""), &out, &errb); code != 80 {
-			t.Errorf("unknown flag: exit %d, want 80", code)
-		}
-		if !strings.Contains(errb.String(), "no-such-flag") {
-			t.Errorf("unknown flag: stderr %q does not name it", errb.String())
+		// Usage and errors go to stderr: stdout may be the next tool's
+		// input. Once at the top, once on every verb.
+		for _, v := range append([][]string{{}}, Verbs(t, cli)...) {
+			var out, errb bytes.Buffer
+			name := strings.Join(append([]string{tool}, v...), " ")
+			if code := run(append(v, "--no-such-flag"), strings.NewReader(""), &out, &errb); code != 80 {
+				t.Errorf("%s --no-such-flag: exit %d, want 80", name, code)
+			}
+			if !strings.Contains(errb.String(), "no-such-flag") {
+				t.Errorf("%s --no-such-flag: stderr %q does not name it", name, errb.String())
+			}
+			if !strings.Contains(errb.String(), "Usage: "+name) {
+				t.Errorf("%s --no-such-flag: no usage on stderr: %q", name, errb.String())
+			}
+			if out.Len() != 0 {
+				t.Errorf("%s --no-such-flag: wrote %q to stdout; usage and errors go to stderr", name, out.String())
+			}
 		}
 	})
 }

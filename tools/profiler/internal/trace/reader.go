@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"trainwire.dev/tools/profiler/internal/jsontok"
@@ -101,6 +102,10 @@ type Reader struct {
 	// isTensorReady: the array being read is TensorReadyTraceEvents.
 	isTensorReady bool
 	sawEvents     bool
+	// keys are the first top-level keys that say nothing about a trace
+	// (for the message when there is no traceEvents).
+	keys     []string
+	moreKeys bool
 }
 
 // NewReader returns a Reader of r (already decompressed).
@@ -245,12 +250,34 @@ func (r *Reader) next() (*Event, error) {
 			} else if k != jsontok.EOF {
 				return nil, r.errf(r.s.Offset(), "unexpected %v after the trace", k)
 			}
-			if !r.sawEvents && r.info.Format == "" {
-				r.info.Format = Kineto
+			if err := r.notATrace(); err != nil {
+				return nil, err
 			}
 			return nil, io.EOF
 		}
 	}
+}
+
+// notATrace is the error for a JSON file that holds no trace: an object
+// without a traceEvents array (a model, a config, a metrics dump), or an
+// array none of whose values is an event object. Such a file is not an
+// empty trace: summarizing it as 0 events, exit 0, let a wrong file pass
+// for a run that did nothing.
+func (r *Reader) notATrace() error {
+	if !r.sawEvents {
+		keys := "it is empty"
+		if len(r.keys) > 0 {
+			keys = "its keys: " + strings.Join(r.keys, ", ")
+			if r.moreKeys {
+				keys += ", …"
+			}
+		}
+		return &Error{Err: fmt.Errorf("not a trace: a JSON object with no traceEvents array (%s)", keys)}
+	}
+	if n := r.info.Skipped["not an object"]; r.info.Events == 0 && n > 0 && n == r.info.SkippedTotal() {
+		return &Error{Err: fmt.Errorf("not a trace: an array of %d values, none of them an event object", n)}
+	}
+	return nil
 }
 
 // endArray moves past the events array.
@@ -335,6 +362,11 @@ func (r *Reader) topKeys() error {
 				return err
 			}
 		default:
+			if len(r.keys) < 6 {
+				r.keys = append(r.keys, strconv.Quote(string(key)))
+			} else {
+				r.moreKeys = true
+			}
 			k, err := r.s.Next()
 			if err != nil {
 				return err
