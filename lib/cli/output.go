@@ -2,12 +2,9 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -15,20 +12,19 @@ import (
 )
 
 // Output is where a verb writes its result (-o): stdout, or a file that
-// only ever appears complete. A file is written under a temporary name in
-// its directory (.NAME.tmp-XXXXXXXX, so the rename stays on one
-// filesystem); Commit syncs it and renames it over NAME once the verb has
-// succeeded, and Close without Commit removes it. A verb that fails, is
-// interrupted or is killed therefore never leaves a file cut mid-frame
-// under NAME (a killed one may leave its dot-named temporary file).
-// Existing non-regular files (/dev/null, a FIFO) are written in place.
+// only ever appears complete — an AtomicFile, renamed over NAME by Commit
+// once the verb has succeeded, removed by Close without Commit. A verb that
+// fails, is interrupted or is killed therefore never leaves a file cut
+// mid-frame under NAME (a killed one may leave its dot-named temporary
+// file). A symbolic link is followed: the file it points to is replaced,
+// the link kept. Existing non-regular files (/dev/null, a FIFO) are
+// written in place.
 type Output struct {
-	w      io.Writer
-	f      *os.File
-	tmp    string // the temporary file, "" when writing in place
-	path   string // where it goes (symbolic links resolved)
-	name   string // as the user gave it
-	closed bool
+	w       io.Writer
+	atomic  *AtomicFile // a regular file
+	inPlace *os.File    // a non-regular one
+	name    string      // as the user gave it
+	closed  bool
 }
 
 // CreateOutput opens the output name: "-" or "" is stdout (Commit and
@@ -45,28 +41,17 @@ func CreateOutput(name string, stdout io.Writer) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Output{w: f, f: f, path: name, name: name}, nil
+		return &Output{w: f, inPlace: f, name: name}, nil
 	}
 	target := name
 	if real, err := filepath.EvalSymlinks(name); err == nil {
 		target = real // replace the file a link points to, not the link
 	}
-	dir, base := filepath.Split(target)
-	for range 100 {
-		var rnd [4]byte
-		_, _ = rand.Read(rnd[:])
-		tmp := filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(rnd[:]))
-		// 0666 less the umask, as os.Create would give NAME.
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("output %s: %w", name, err)
-		}
-		return &Output{w: f, f: f, tmp: tmp, path: target, name: name}, nil
+	a, err := CreateAtomic(target)
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", name, err)
 	}
-	return nil, fmt.Errorf("output %s: no free temporary name in %s", name, filepath.Dir(name))
+	return &Output{w: a, atomic: a, name: name}, nil
 }
 
 // Write writes to the output.
@@ -87,18 +72,10 @@ func (o *Output) Commit() error {
 		return nil
 	}
 	o.closed = true
-	if o.tmp == "" {
-		return o.f.Close()
+	if o.inPlace != nil {
+		return o.inPlace.Close()
 	}
-	err := o.f.Sync()
-	if cerr := o.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(o.tmp, o.path)
-	}
-	if err != nil {
-		_ = os.Remove(o.tmp)
+	if err := o.atomic.Commit(); err != nil {
 		return fmt.Errorf("output %s: %w", o.name, err)
 	}
 	return nil
@@ -112,11 +89,11 @@ func (o *Output) Close() error {
 		return nil
 	}
 	o.closed = true
-	err := o.f.Close()
-	if o.tmp != "" {
-		err = os.Remove(o.tmp)
+	if o.inPlace != nil {
+		return o.inPlace.Close()
 	}
-	return err
+	o.atomic.Abort()
+	return nil
 }
 
 // EndStream ends a verb's output stream by the verb's outcome: Close (the

@@ -2,9 +2,8 @@ package main
 
 import (
 	"io"
-	"os"
-	"path/filepath"
 
+	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
 )
 
@@ -36,24 +35,16 @@ func (f CodecFlags) Options() codec.Options {
 		Samplings: f.Samplings, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
 }
 
-// writeFileAtomic writes a stream to path through a temporary file and a
-// rename, so a reader never sees half a state file.
+// writeFileAtomic writes a stream to path through a cli.AtomicFile, so a
+// reader never sees half a state file.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := cli.CreateAtomic(path)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
+	defer f.Abort()
+	if err := write(f); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return f.Commit()
 }

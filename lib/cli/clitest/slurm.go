@@ -1,0 +1,61 @@
+package clitest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SlurmDir is where scripts/slurm.sh keeps its single-node cluster
+// (TRAINWIRE_SLURM_DIR overrides it, for the script and the tests alike).
+func SlurmDir() string {
+	if d := os.Getenv("TRAINWIRE_SLURM_DIR"); d != "" {
+		return d
+	}
+	return "/tmp/trainwire-slurm"
+}
+
+// Slurm returns the environment for running srun and sbatch against the
+// cluster scripts/slurm.sh started (SLURM_CONF set, TRAINWIRE_* removed so
+// that the tools learn everything from Slurm), or skips the test saying
+// why there is none: the reason the script wrote when a daemon could not
+// start, or how to start one. With TRAINWIRE_REQUIRE_SLURM=1 (make
+// test-slurm, after the script started the cluster) a missing cluster
+// fails the test instead.
+func Slurm(t testing.TB) []string {
+	t.Helper()
+	dir := SlurmDir()
+	conf := filepath.Join(dir, "slurm.conf")
+	why := ""
+	if b, err := os.ReadFile(filepath.Join(dir, "skip")); err == nil {
+		why = "scripts/slurm.sh could not start Slurm: " + strings.TrimSpace(string(b))
+	} else if _, err := os.Stat(conf); err != nil {
+		why = "no Slurm cluster (bash scripts/slurm.sh start starts one; make test-slurm does)"
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "sinfo", "-h", "-o", "%T")
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		out, err := cmd.CombinedOutput()
+		if state := strings.TrimSpace(string(out)); err != nil || (state != "idle" && state != "mixed" && state != "allocated") {
+			why = "the Slurm cluster of " + conf + " does not answer: sinfo says " + strings.TrimSpace(string(out))
+		}
+	}
+	if why != "" {
+		if os.Getenv("TRAINWIRE_REQUIRE_SLURM") == "1" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TRAINWIRE_") && !strings.HasPrefix(kv, "SLURM_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "SLURM_CONF="+conf)
+}
