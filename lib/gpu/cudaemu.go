@@ -3,7 +3,7 @@
 package gpu
 
 /*
-#cgo CXXFLAGS: -std=c++17 -O1
+#cgo CXXFLAGS: -std=c++17 -O1 -fno-strict-aliasing
 #include <stdlib.h>
 #include <string.h>
 int tw_emu_launch(const char* name, int grid, int block, const unsigned long long* args);

@@ -17,6 +17,12 @@
 #define __shared__ static
 
 struct twDim { unsigned int x, y, z; };
+// CUDA's vector types, for the kernels' 16-byte loads and 8-byte stores
+// (cgo builds cudaemu.cpp with -fno-strict-aliasing: the kernels cast
+// float* to float4* as CUDA code does).
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) uint2 { unsigned int x, y; };
+static inline uint2 make_uint2(unsigned int x, unsigned int y) { return uint2{x, y}; }
 extern twDim threadIdx, blockIdx, blockDim, gridDim;
 
 void tw_emu_syncthreads();

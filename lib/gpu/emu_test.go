@@ -300,7 +300,7 @@ var emuKernels = map[string]kernelFn{
 	},
 	"tw_maxkey": func(e *emu, grid, block int, a []any) {
 		x, n, maxkey, bad := e.f32(ap(a[0])), au(a[1]), e.u32(ap(a[2])), e.u32(ap(a[3]))
-		for i := uint64(0); i < uint64(grid*block) && i < n; i++ {
+		for i := uint64(0); i < n; i++ { // a grid-stride loop covers every i once
 			u := math.Float32bits(x[i])
 			maxkey[0] = max(maxkey[0], u&0x7fffffff)
 			if expbad(u)&0x80000000 != 0 {
@@ -363,7 +363,7 @@ var emuKernels = map[string]kernelFn{
 	},
 	"tw_fp16": func(e *emu, grid, block int, a []any) {
 		x, out, n, bad := e.f32(ap(a[0])), e.u16(ap(a[1])), au(a[2]), e.u32(ap(a[3]))
-		for i := uint64(0); i < uint64(grid*block) && i < n; i++ {
+		for i := uint64(0); i < 4*uint64(grid*block) && i < n; i++ { // 4 elements a thread
 			u := math.Float32bits(x[i])
 			if expbad(u)&0x80000000 != 0 {
 				bad[0] |= 1
@@ -373,7 +373,7 @@ var emuKernels = map[string]kernelFn{
 	},
 	"tw_bf16": func(e *emu, grid, block int, a []any) {
 		x, out, n, bad := e.f32(ap(a[0])), e.u16(ap(a[1])), au(a[2]), e.u32(ap(a[3]))
-		for i := uint64(0); i < uint64(grid*block) && i < n; i++ {
+		for i := uint64(0); i < 4*uint64(grid*block) && i < n; i++ { // 4 elements a thread
 			u := math.Float32bits(x[i])
 			if expbad(u)&0x80000000 != 0 {
 				bad[0] |= 1

@@ -413,7 +413,7 @@ func (e *Encoder) encode(src dptr, n int64, in codec.Input, sent dptr) ([]wire.P
 		if e.algo == "bf16" {
 			kern, dt, bf = "tw_bf16", wire.BF16, 1
 		}
-		if err := d.launch(kern, n, blockThreads, src, out, uint64(n), flag); err != nil {
+		if err := d.launch(kern, (n+3)/4, blockThreads, src, out, uint64(n), flag); err != nil { // 4 elements a thread
 			return nil, err
 		}
 		if bad, err := d.readFlag(flag); err != nil {

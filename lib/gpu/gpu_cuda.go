@@ -74,6 +74,8 @@ type cuBackend struct {
 	mods []cu.Module
 	fns  map[string]cu.Function
 	desc string
+	// stage is the page-locked staging buffer of small copies (staging).
+	stage []byte
 }
 
 func (b *cuBackend) name() string { return b.desc }
@@ -112,6 +114,14 @@ func (b *cuBackend) htod(dst dptr, src []byte) error {
 		return err
 	}
 	defer leave()
+	if len(src) <= stageMax {
+		st, err := b.staging()
+		if err != nil {
+			return err
+		}
+		copy(st, src)
+		return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&st[0]), int64(len(src)))
+	}
 	return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
 }
 
@@ -121,6 +131,17 @@ func (b *cuBackend) dtoh(dst []byte, src dptr) error {
 		return err
 	}
 	defer leave()
+	if len(dst) <= stageMax {
+		st, err := b.staging()
+		if err != nil {
+			return err
+		}
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&st[0]), cu.DevicePtr(src), int64(len(dst))); err != nil {
+			return err
+		}
+		copy(dst, st)
+		return nil
+	}
 	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)))
 }
 
@@ -199,5 +220,6 @@ func (b *cuBackend) close() error {
 		_ = m.Unload()
 	}
 	b.mods = nil
+	b.freeStaging()
 	return b.dev.ReleasePrimaryCtx()
 }

@@ -40,7 +40,8 @@ func (d *Device) maxKey(x dptr, n int64) (bad bool, m uint32, err error) {
 	if err != nil {
 		return false, 0, err
 	}
-	if err := d.launch("tw_maxkey", n, blockThreads, x, uint64(n), f+4, f); err != nil {
+	grid := min((n+blockThreads-1)/blockThreads, histGrid) // a grid-stride kernel
+	if err := d.launchGrid("tw_maxkey", grid, blockThreads, x, uint64(n), f+4, f); err != nil {
 		return false, 0, err
 	}
 	var b [8]byte
