@@ -30,8 +30,12 @@ build:
 ## test: unit, property, multi-process and interop tests, then a short fuzz pass
 test: deps build test-go test-race-short test-gpu-emu test-python fuzz-short
 
+## test-go: every Go package; the srun/sbatch tests run against a single-node Slurm cluster that
+## scripts/slurm.sh starts for the run and stops after (if it cannot, it prints why and they skip)
 test-go:
-	TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+	@if bash scripts/slurm.sh start >/dev/null; then req=1; else req=0; fi; \
+	TRAINWIRE_REQUIRE_SLURM=$$req TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS); \
+	rc=$$?; bash scripts/slurm.sh stop; exit $$rc
 
 ## test-race-short: the concurrent hot paths under the race detector (Zen's CAS partitioner and
 ## the sync schemes: no index lost); `make race` runs everything

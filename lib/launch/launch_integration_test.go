@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"trainwire.dev/lib/cli/clitest"
 )
 
 // launcherTimeout bounds each launcher run, so that a stuck launcher fails
@@ -87,8 +89,14 @@ func runLauncher(t *testing.T, argv []string, env []string) []Env {
 	err := cmd.Run()
 	require.NoError(t, ctx.Err(), "%s timed out; stderr:\n%s", argv[0], stderr.String())
 	require.NoError(t, err, "%s: stdout:\n%s\nstderr:\n%s", argv, stdout.String(), stderr.String())
+	return parseEnvs(t, stdout.Bytes())
+}
+
+// parseEnvs returns the Env of each JSON line of out, by rank.
+func parseEnvs(t *testing.T, out []byte) []Env {
+	t.Helper()
 	var envs []Env
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if !bytes.HasPrefix(line, []byte("{")) {
@@ -159,6 +167,42 @@ func TestIntegrationTorchrun(t *testing.T) {
 		"--nproc_per_node", "4", "--master_addr", "127.0.0.1", "--master_port", strconv.Itoa(port), bin}
 	envs := runLauncher(t, argv, launcherEnv("OMP_NUM_THREADS=1"))
 	checkOneNode(t, envs, 4, "torchrun", port+1)
+}
+
+// TestIntegrationSlurm runs under a real srun (scripts/slurm.sh's
+// single-node cluster): the srun tasks' real SLURM_* variables, then the
+// same step with --mpi=pmi2 (PMI's variables win, Slurm's fill in), and
+// a batch script, whose own process is no rank but whose srun steps are.
+func TestIntegrationSlurm(t *testing.T) {
+	env := clitest.Slurm(t)
+	bin := buildPrintenv(t)
+	envs := runLauncher(t, []string{"srun", "-n", "4", bin}, env)
+	checkOneNode(t, envs, 4, "slurm", DefaultPort)
+	job := envs[0].RunID
+	assert.Regexp(t, `^[0-9]+$`, job, "the run id is SLURM_JOB_ID")
+
+	envs = runLauncher(t, []string{"srun", "-n", "2", "--mpi=pmi2", bin}, env)
+	checkOneNode(t, envs, 2, "pmi", DefaultPort)
+
+	// Two steps of one allocation: every task of a step agrees on the run
+	// id, which is the job's (steps of one job share it).
+	script := filepath.Join(t.TempDir(), "job.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n"+bin+"\nsrun -n 3 "+bin+"\n"), 0o755))
+	out := filepath.Join(t.TempDir(), "out")
+	envs = runLauncher(t, []string{"sbatch", "--wait", "-n", "3", "-o", out, script}, env)
+	require.Empty(t, envs, "sbatch prints no rank")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var ranks []Env
+	for _, e := range parseEnvs(t, b) {
+		if e.Source == "single" {
+			assert.Equal(t, 1, e.World, "the batch script itself is no rank of the job (no step): a single process")
+			continue
+		}
+		ranks = append(ranks, e)
+	}
+	require.Len(t, ranks, 3, "%s", b)
+	checkOneNode(t, ranks, 3, "slurm", DefaultPort)
 }
 
 func TestIntegrationHydra(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +25,8 @@ func SlurmDir() string {
 // that the tools learn everything from Slurm), or skips the test saying
 // why there is none: the reason the script wrote when a daemon could not
 // start, or how to start one. With TRAINWIRE_REQUIRE_SLURM=1 (make
-// test-slurm, after the script started the cluster) a missing cluster
-// fails the test instead.
+// test-go, after the script started the cluster) a missing cluster fails
+// the test instead.
 func Slurm(t testing.TB) []string {
 	t.Helper()
 	dir := SlurmDir()
@@ -34,7 +35,7 @@ func Slurm(t testing.TB) []string {
 	if b, err := os.ReadFile(filepath.Join(dir, "skip")); err == nil {
 		why = "scripts/slurm.sh could not start Slurm: " + strings.TrimSpace(string(b))
 	} else if _, err := os.Stat(conf); err != nil {
-		why = "no Slurm cluster (bash scripts/slurm.sh start starts one; make test-slurm does)"
+		why = "no Slurm cluster (bash scripts/slurm.sh start starts one; make test-go does)"
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -58,4 +59,23 @@ func Slurm(t testing.TB) []string {
 		}
 	}
 	return append(env, "SLURM_CONF="+conf)
+}
+
+// Srun runs script (sh -c) as n tasks of a step of the cluster Slurm(t)
+// returned (env), each task's TRAINWIRE_MASTER_PORT a port that was free,
+// and fails the test with the step's output if it fails or outlives two
+// minutes; it returns that output.
+func Srun(t testing.TB, env []string, n int, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "srun", "-n", strconv.Itoa(n),
+		"--export", "ALL,TRAINWIRE_MASTER_PORT="+strconv.Itoa(FreePort(t)), "sh", "-c", script)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("srun -n %d sh -c %q: %v (timed out: %v)\n%s", n, script, err, ctx.Err() != nil, out)
+	}
+	return out
 }
