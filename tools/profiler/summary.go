@@ -120,11 +120,11 @@ func writeTable(w io.Writer, s *analysis.Summary) error {
 			continue
 		}
 		if !launched {
-			p("\nLAUNCHES\nrank\tpairs\tcpu mean ms\tgpu mean ms\tdelay mean ms\tdelay max ms\tshort kernels\tdelay outliers\n")
+			p("\nLAUNCHES\nrank\tpairs\tcpu mean ms\tgpu mean ms\tdelay mean ms\tdelay max ms\tshort kernels\tdelay outliers\tnegative delays (clipped)\n")
 			launched = true
 		}
 		l := r.Launch
-		p("%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Rank, l.Pairs, msf(l.CPUMeanNS), msf(l.GPUMeanNS), msf(l.DelayMeanNS), ms(l.DelayMaxNS), l.ShortKernels, l.LaunchDelayOutliers)
+		p("%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Rank, l.Pairs, msf(l.CPUMeanNS), msf(l.GPUMeanNS), msf(l.DelayMeanNS), ms(l.DelayMaxNS), l.ShortKernels, l.LaunchDelayOutliers, l.NegativeDelays)
 	}
 	memd := false
 	for _, r := range s.Ranks {
@@ -193,7 +193,8 @@ func statsFrames(s *analysis.Summary) []wire.Frame {
 		}
 		if l := r.Launch; l != nil {
 			add("launch", r.Rank, map[string]float64{"pairs": float64(l.Pairs), "cpu_mean_ns": l.CPUMeanNS, "gpu_mean_ns": l.GPUMeanNS,
-				"launch_delay_mean_ns": l.DelayMeanNS, "launch_delay_max_ns": float64(l.DelayMaxNS), "short_kernels": float64(l.ShortKernels)}, nil)
+				"launch_delay_mean_ns": l.DelayMeanNS, "launch_delay_max_ns": float64(l.DelayMaxNS), "short_kernels": float64(l.ShortKernels),
+				"negative_delays": float64(l.NegativeDelays)}, nil)
 		}
 		for _, m := range r.Memory {
 			add("memory", r.Rank, map[string]float64{"device": float64(m.Device), "peak_bytes": float64(m.PeakBytes),

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -213,4 +214,38 @@ func TestRealGloo(t *testing.T) {
 			t.Errorf("rank %d: temporal %+v", r.Rank, r.Temporal)
 		}
 	}
+}
+
+// Issue 24 items 5 and 7: launches through a vendor runtime (MTIA's
+// category) pair with their kernels like CUDA's, and a kernel that starts
+// before its launch call ends (clock skew) counts as a delay of 0 and is
+// counted, never averaged in as negative.
+func TestVendorRuntimeAndNegativeDelay(t *testing.T) {
+	dir := t.TempDir()
+	trace := `{"distributedInfo": {"rank": 0}, "traceEvents": [
+ {"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunchKernel", "pid": 1, "tid": 1, "ts": 100, "dur": 10, "args": {"correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 130, "dur": 50, "args": {"correlation": 1, "stream": 7, "device": 0}},
+ {"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunchKernel", "pid": 1, "tid": 1, "ts": 200, "dur": 10, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 205, "dur": 50, "args": {"correlation": 2, "stream": 7, "device": 0}}
+]}`
+	if err := os.WriteFile(filepath.Join(dir, "rank0.json"), []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := classify.New(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks, err := Load([]string{filepath.Join(dir, "rank0.json")}, LoadOptions{Classifier: c, Rank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summarize(ranks, DefaultOptions)
+	l := s.Ranks[0].Launch
+	if l == nil {
+		t.Fatal("no launch pairs: the mtia_runtime calls were not taken for launches")
+	}
+	eq(t, "pairs", l.Pairs, 2)
+	eq(t, "negative delays", l.NegativeDelays, 1)
+	eq(t, "delay mean", l.DelayMeanNS, 10.0*us) // (20 + 0) / 2: the −5 µs is clipped
+	eq(t, "delay max", l.DelayMaxNS, int64(20*us))
 }

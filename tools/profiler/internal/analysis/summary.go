@@ -118,14 +118,18 @@ type KernelStat struct {
 
 // LaunchStats pair runtime launches with their kernels (by correlation).
 type LaunchStats struct {
-	Pairs               int     `json:"pairs"`
-	CPUMeanNS           float64 `json:"cpu_mean_ns"`
-	GPUMeanNS           float64 `json:"gpu_mean_ns"`
-	DelayMeanNS         float64 `json:"launch_delay_mean_ns"`
-	DelayMaxNS          int64   `json:"launch_delay_max_ns"`
-	ShortKernels        int     `json:"short_kernels"` // gpu dur < cpu dur
-	RuntimeOutliers     int     `json:"runtime_outliers"`
-	LaunchDelayOutliers int     `json:"launch_delay_outliers"`
+	Pairs        int     `json:"pairs"`
+	CPUMeanNS    float64 `json:"cpu_mean_ns"`
+	GPUMeanNS    float64 `json:"gpu_mean_ns"`
+	DelayMeanNS  float64 `json:"launch_delay_mean_ns"`
+	DelayMaxNS   int64   `json:"launch_delay_max_ns"`
+	ShortKernels int     `json:"short_kernels"` // gpu dur < cpu dur
+	// NegativeDelays counts kernels that started before their launch call
+	// ended (clock skew between host and device): their delay counts as 0,
+	// as HTA clips it, instead of pulling the mean below zero.
+	NegativeDelays      int `json:"negative_delays"`
+	RuntimeOutliers     int `json:"runtime_outliers"`
+	LaunchDelayOutliers int `json:"launch_delay_outliers"`
 }
 
 // Summarize runs every analysis.
@@ -353,6 +357,10 @@ func launch(r *Rank, tl []*Span, o Options) *LaunchStats {
 		}
 		ls.Pairs++
 		cd, gd, dl := rt.Dur(), s.Dur(), s.TS-rt.End
+		if dl < 0 {
+			ls.NegativeDelays++
+			dl = 0
+		}
 		cpu += float64(cd)
 		gpu += float64(gd)
 		delay += float64(dl)

@@ -57,6 +57,11 @@ type Rule struct {
 	Cat   string `json:"cat,omitempty"`
 }
 
+// RuntimeCategories matches the categories of host-side runtime and
+// driver calls of every device runtime Kineto records (its ActivityType
+// names, old and new): the launches a kernel's correlation id points at.
+const RuntimeCategories = `^(cuda_runtime|cuda_driver|Runtime|hip_runtime|hip_driver|mtia_runtime|xpu_runtime|glow_runtime|privateuse1_runtime|privateuse1_driver)$`
+
 // Defaults are the built-in rules, tried in order after the user's.
 var Defaults = []Rule{
 	// annotations first: a step or a user range is never compute
@@ -65,7 +70,9 @@ var Defaults = []Rule{
 	// sync before runtime: cudaDeviceSynchronize is a wait, not a launch
 	{Class: "sync", Cat: `^cuda_sync$`},
 	{Class: "sync", Name: `(?i)^((cuda|hip)(Device|Stream|Event|Ctx)?Synchroni[sz]e|(Stream|Event|Context|Device) Sync|Stream Wait Event|(cuda|hip)StreamWaitEvent)`},
-	{Class: "runtime", Cat: `^(cuda_runtime|cuda_driver|Runtime|hip_runtime)$`},
+	// every runtime Kineto knows (CUDA, ROCm, MTIA, XPU, Glow and the
+	// PrivateUse1 backends): their calls launch what runs on the device
+	{Class: "runtime", Cat: RuntimeCategories},
 	{Class: "runtime", Name: `^(cuda|hip|hsa_|cu)[A-Z]\w*$`},
 	// BytePS's device↔host copies are stages of a "Comm." gradient
 	{Class: "memory", Name: `^Comm\..*\.(COPYD2H|COPYH2D)$`},

@@ -109,7 +109,9 @@ func (e *Event) IsGPU() bool {
 	switch e.Cat {
 	case "kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset", "cuda_sync":
 		return true
-	case "gpu_user_annotation", "user_annotation", "cpu_op", "Operator", "cuda_runtime", "cuda_driver", "Runtime", "python_function":
+	case "gpu_user_annotation", "user_annotation", "cpu_op", "Operator", "python_function",
+		"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime", "hip_driver", "mtia_runtime", "xpu_runtime",
+		"glow_runtime", "privateuse1_runtime", "privateuse1_driver":
 		return false
 	}
 	return e.Stream >= 0
