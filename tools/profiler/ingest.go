@@ -65,8 +65,8 @@ func (c *IngestCmd) Run(rio *cli.IO) error {
 // counts; it returns the bytes of JSON read.
 func (c *IngestCmd) ingest(rio *cli.IO, files []string, cl *classify.Classifier, w *wire.Writer, counts map[countKey]int64) (int64, error) {
 	var bytes int64
-	for _, f := range files {
-		n, err := c.ingestFile(rio, f, cl, w, counts)
+	for i, f := range files {
+		n, err := c.ingestFile(rio, f, i, cl, w, counts)
 		bytes += n
 		if err != nil {
 			return bytes, badTrace(err)
@@ -123,7 +123,7 @@ type countKey struct {
 	class  classify.Class
 }
 
-func (c *IngestCmd) ingestFile(rio *cli.IO, name string, cl *classify.Classifier, w *wire.Writer, counts map[countKey]int64) (int64, error) {
+func (c *IngestCmd) ingestFile(rio *cli.IO, name string, index int, cl *classify.Classifier, w *wire.Writer, counts map[countKey]int64) (int64, error) {
 	in, closeIn, err := trace.Open(name, rio.Stdin)
 	if err != nil {
 		return 0, err
@@ -139,16 +139,7 @@ func (c *IngestCmd) ingestFile(rio *cli.IO, name string, cl *classify.Classifier
 	rank, shift, decided := int64(-1), int64(0), false
 	decide := func() {
 		decided = true
-		switch {
-		case c.Rank >= 0:
-			rank = c.Rank
-		case info.Rank >= 0:
-			rank = info.Rank
-		case tailRank >= 0:
-			rank = tailRank
-		default:
-			rank = trace.RankFromName(name)
-		}
+		rank = trace.ResolveRank(c.Rank, info, tailRank, name, index)
 		switch {
 		case info.BaseNS != 0:
 			shift = info.BaseNS

@@ -350,3 +350,51 @@ func TestConvert(t *testing.T) {
 		t.Fatalf("%d events, pids %v, %d counters", len(doc.TraceEvents), pids, counters)
 	}
 }
+
+// Issue 24 item 9: one rule for a trace's rank. A file with no
+// distributedInfo and no rank in its name is rank 0 for ingest as for
+// summary (HTA's default), not -1 for one of them.
+func TestIngestSummaryRankAgree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "job") // not a number: no BytePS rank directory
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "trace.json")
+	doc := `{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 5, "args": {"stream": 7}}]}`
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, nil, "ingest", f)
+	if code != 0 {
+		t.Fatalf("ingest: exit %d %s", code, errs)
+	}
+	ranks := map[int64]bool{}
+	err := cli.EachFrame([]string{"-"}, bytes.NewReader(out), wire.Limits{}, false, func(fr wire.Frame) error {
+		switch fr := fr.(type) {
+		case *wire.Event:
+			ranks[fr.Rank] = true
+		case *wire.Stats:
+			ranks[fr.Rank] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranks) != 1 || !ranks[0] {
+		t.Fatalf("ingest gives ranks %v, want only 0 (as summary does)", ranks)
+	}
+	code, out, errs = runCLI(t, nil, "summary", f)
+	if code != 0 {
+		t.Fatalf("summary: exit %d %s", code, errs)
+	}
+	err = cli.EachFrame([]string{"-"}, bytes.NewReader(out), wire.Limits{}, false, func(fr wire.Frame) error {
+		if s, ok := fr.(*wire.Stats); ok && s.Rank != 0 {
+			t.Errorf("summary calls it rank %d, ingest 0", s.Rank)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -156,12 +156,9 @@ type LoadOptions struct {
 func Load(files []string, o LoadOptions) ([]*Rank, error) {
 	byRank := map[int64]*Rank{}
 	for fi, f := range files {
-		r, err := loadFile(f, o)
+		r, err := loadFile(f, fi, o)
 		if err != nil {
 			return nil, err
-		}
-		if r.Rank < 0 {
-			r.Rank = int64(fi) // HTA's default is rank 0; distinct files stay distinct
 		}
 		if prev := byRank[r.Rank]; prev != nil {
 			prev.merge(r)
@@ -302,7 +299,7 @@ func (r *Rank) StepOf(ts int64) int {
 	return -1
 }
 
-func loadFile(name string, o LoadOptions) (*Rank, error) {
+func loadFile(name string, index int, o LoadOptions) (*Rank, error) {
 	in, closeIn, err := trace.Open(name, o.Stdin)
 	if err != nil {
 		return nil, err
@@ -335,16 +332,7 @@ func loadFile(name string, o LoadOptions) (*Rank, error) {
 	if info.BaseNS == 0 && base > 0 {
 		info.BaseNS = base
 	}
-	switch {
-	case o.Rank >= 0:
-		r.Rank = o.Rank
-	case info.Rank >= 0:
-		r.Rank = info.Rank
-	case tailRank >= 0:
-		r.Rank = tailRank
-	default:
-		r.Rank = trace.RankFromName(name)
-	}
+	r.Rank = trace.ResolveRank(o.Rank, info, tailRank, name, index)
 	r.Clock = "absolute"
 	if info.Format == trace.Legacy || (info.BaseNS == 0 && r.maxTS() < 1e15) {
 		r.Clock = "relative"

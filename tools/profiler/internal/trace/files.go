@@ -97,6 +97,26 @@ var (
 	numDir   = regexp.MustCompile(`^\d+$`)
 )
 
+// ResolveRank is the one rule every verb uses for a trace file's rank:
+// the --rank flag (flag ≥ 0), then the trace's distributedInfo (info, read
+// at its start, or tail, found at its end), then the file name, then the
+// file's position among the inputs (index; HTA's default for a single
+// file is rank 0, and distinct files stay distinct).
+func ResolveRank(flag int64, info *Info, tail int64, name string, index int) int64 {
+	switch {
+	case flag >= 0:
+		return flag
+	case info.Rank >= 0:
+		return info.Rank
+	case tail >= 0:
+		return tail
+	}
+	if r := RankFromName(name); r >= 0 {
+		return r
+	}
+	return int64(index)
+}
+
 // RankFromName finds a rank in a file name ("rank-3.json",
 // "worker0.rank_1.pt.trace.json") or, for BytePS, in the parent directory
 // ("traces/2/comm.json"); -1 when there is none.
