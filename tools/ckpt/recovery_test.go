@@ -19,7 +19,8 @@ import (
 // every restore is one committed iteration, the same on every rank and
 // byte-exact, and the iterations after the recovery commit.
 
-// pacedFrom starts n agents (m=2) where rank 0 replicates slowly (16 MB/s),
+// pacedFrom starts n agents (m=2) where rank 0 replicates slowly (4 MB/s:
+// its 12 MiB take 3 s, long enough to catch mid-way on a loaded machine),
 // commits a small iteration 1 everywhere, saves a big iteration 2 on every
 // rank and waits until rank 0's receiver is mid-way through it while every
 // other rank's replica of iteration 2 is complete (their "done" reports
@@ -27,7 +28,7 @@ import (
 func pacedFrom(t *testing.T, n int) *cluster {
 	c := newClusterPer(t, n, func(r int) []string {
 		if r == 0 {
-			return []string{"--pace", "16MB"}
+			return []string{"--pace", "4MB"}
 		}
 		return nil
 	}, "--m", "2", "--buffer", "1MiB", "--parts", "4", "--commit-wait", "20s")
@@ -117,7 +118,7 @@ func TestRecoveryReceiverKilledVerdict(t *testing.T) {
 	const n = 3
 	c := newClusterPer(t, n, func(r int) []string {
 		if r == 0 {
-			return []string{"--pace", "16MB"}
+			return []string{"--pace", "4MB"}
 		}
 		return nil
 	}, "--m", "2", "--buffer", "1MiB", "--parts", "4")
