@@ -134,6 +134,7 @@ type session struct {
 	gone    chan struct{} // closed when the reader stops
 	readErr error         // why it stopped (set before gone is closed)
 	pending atomic.Int64  // requests read and not yet answered
+	left    atomic.Bool   // the client left with requests pending: the job was aborted for it
 	segs    map[int64]*shm.Segment
 	seq     int64 // collectives run (or refused) so far
 }
@@ -155,7 +156,7 @@ func (ss *session) run(ctx context.Context) error {
 		select {
 		case it := <-ss.queue:
 			if err := ss.answer(ctx, it); err != nil {
-				return err
+				return ss.ended(err)
 			}
 		case <-gone:
 			gone = nil
@@ -166,9 +167,18 @@ func (ss *session) run(ctx context.Context) error {
 		case <-ss.Job.Aborted():
 			err := ss.Job.Err()
 			ss.drain(CodePeer, err)
-			return err
+			return ss.ended(err)
 		}
 	}
+}
+
+// ended is the session's result for a job failure: ErrClientGone when
+// the failure is the abort this client's departure caused.
+func (ss *session) ended(err error) error {
+	if ss.left.Load() {
+		return ErrClientGone
+	}
+	return err
 }
 
 // answer executes one queued request and replies; a job-wide failure
@@ -221,6 +231,7 @@ func (ss *session) read(ctx context.Context) {
 				ss.readErr = fe
 			}
 			if n := ss.pending.Load(); n > 0 {
+				ss.left.Store(true)
 				ss.Job.Abort(fmt.Errorf("its client disconnected with %d request(s) pending", n))
 			}
 			return

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/collective"
@@ -22,7 +23,7 @@ type ServeCmd struct {
 	Mesh   mesh.Flags   `embed:""`
 
 	SchemeFlags `embed:""`
-	Socket      string       `help:"Path of the Unix socket to listen on (mode 0600; its directory must be this user's and writable by nobody else)." env:"TRAINWIRE_SERVE_SOCKET" required:""`
+	Socket      string       `help:"Path of the Unix socket to listen on (mode 0600; its directory must be this user's and writable by nobody else); {rank} and {local_rank} in it are replaced, for launchers that give every rank the same environment." env:"TRAINWIRE_SERVE_SOCKET" required:""`
 	MaxRequest  cli.ByteSize `help:"Largest request or reply message, inline tensors included." default:"64MiB" env:"TRAINWIRE_SERVE_MAX_REQUEST"`
 	MaxTensors  int          `help:"Most tensors in one request." default:"65536" env:"TRAINWIRE_SERVE_MAX_TENSORS"`
 }
@@ -42,7 +43,8 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --max-request %d: at most 2 GiB", c.MaxRequest))
 	}
 	// Listen before joining the mesh: a bad path fails this rank alone, at once.
-	ln, err := serve.Listen(c.Socket)
+	socket := strings.NewReplacer("{rank}", fmt.Sprint(env.Rank), "{local_rank}", fmt.Sprint(env.LocalRank)).Replace(c.Socket)
+	ln, err := serve.Listen(socket)
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, err)
 	}
@@ -61,12 +63,13 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	if m.World() > 1 {
 		srv.Agree = serve.MeshAgreer{Comm: collective.New(m, collective.Options{})}
 	}
-	rio.Log.Info("serve: listening", "socket", c.Socket, "rank", m.Rank(), "world", m.World(), "scheme", c.Scheme)
+	rio.Log.Info("serve: listening", "socket", socket, "rank", m.Rank(), "world", m.World(), "scheme", c.Scheme)
 	err = srv.Serve(rio.Ctx, ln)
 	switch {
 	case errors.Is(err, serve.ErrClientGone):
 		rio.Log.Info("serve: client disconnected", "rank", m.Rank())
-		return m.Close()
+		_ = m.Close() // the job's verdict, when the client left mid-request, is ours
+		return nil
 	case rio.Ctx.Err() != nil:
 		return cli.WithCode(cli.InterruptCode(rio.Ctx), fmt.Errorf("serve: %w", err))
 	}
