@@ -132,3 +132,22 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// The reply bytes docs/serve.md shows.
+func TestReplyGolden(t *testing.T) {
+	got := AppendReply(nil, &Reply{ID: 2, OK: true, Rank: -1, Data: [][]byte{{}}})
+	want := "88 a2 69 64 02 a2 6f 6b c3 a4 63 6f 64 65 a0 a5 65 72 72 6f 72 a0 a5 66 69 65 6c 64 a0 a4 72 61 6e 6b ff a4 73 69 7a 65 00 a4 64 61 74 61 91 c4 00"
+	require.Equal(t, want, spaced(got))
+}
+
+func spaced(b []byte) string {
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 3*len(b))
+	for k, c := range b {
+		if k > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, hex[c>>4], hex[c&15])
+	}
+	return string(out)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -190,13 +191,20 @@ func TestServeRequestsInFlight(t *testing.T) {
 	}
 }
 
-// A rank killed with SIGKILL while the others' requests wait for it: their
-// requests fail with an error naming it, and their sidecars exit 3.
-func TestServeKilledRank(t *testing.T) {
+// A rank killed with SIGKILL, or stopped with SIGSTOP (silent), while the
+// others' requests wait for it: their requests fail with an error naming
+// it, within the mesh deadline, and their sidecars exit 3.
+func TestServeDeadOrSilentRank(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
+		t.Run(sig.String(), func(t *testing.T) { deadRank(t, sig) })
+	}
+}
+
+func deadRank(t *testing.T, sig syscall.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const world, victim, n = 4, 2, 1 << 10
-	sc := startSidecars(t, ctx, world, "--scheme", "dense", "--timeout", "10s")
+	sc := startSidecars(t, ctx, world, "--scheme", "dense", "--timeout", "4s")
 	chs := map[int]<-chan *serve.Reply{}
 	for r := range world {
 		if r != victim {
@@ -209,7 +217,8 @@ func TestServeKilledRank(t *testing.T) {
 	// the agreement for its request, which never comes.
 	_, err := sc.clients[victim].Do(&serve.Request{Op: serve.OpPing})
 	require.NoError(t, err)
-	require.NoError(t, sc.procs[victim].Cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(t, sc.procs[victim].Cmd.Process.Signal(sig))
+	defer sc.procs[victim].Cmd.Process.Signal(syscall.SIGKILL)
 	for r, ch := range chs {
 		rep := wait(t, ctx, ch, fmt.Sprintf("rank %d", r))
 		assert.False(t, rep.OK, "rank %d", r)
@@ -218,7 +227,6 @@ func TestServeKilledRank(t *testing.T) {
 		assert.Contains(t, rep.Error, "rank 2", "rank %d", r)
 		assert.Equal(t, 3, clitest.ExitCode(sc.procs[r].Cmd.Wait()), "rank %d: %s", r, sc.procs[r].Stderr.String())
 	}
-	_ = sc.procs[victim].Cmd.Wait()
 }
 
 // A client that disconnects while its request waits for the other ranks:
@@ -331,4 +339,51 @@ func TestServeRefusedRequestFailsEveryRank(t *testing.T) {
 		rep := wait(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
 		require.True(t, rep.OK, "rank %d: %s", r, rep.Error)
 	}
+}
+
+// SIGTERM ends a sidecar with 143, SIGINT with 130.
+func TestServeSignals(t *testing.T) {
+	for sig, want := range map[syscall.Signal]int{syscall.SIGTERM: 143, syscall.SIGINT: 130} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		sc := startSidecars(t, ctx, 1, "--scheme", "dense")
+		_, err := sc.clients[0].Do(&serve.Request{Op: serve.OpPing})
+		require.NoError(t, err)
+		require.NoError(t, sc.procs[0].Cmd.Process.Signal(sig))
+		assert.Equal(t, want, clitest.ExitCode(sc.procs[0].Cmd.Wait()), "%v: %s", sig, sc.procs[0].Stderr.String())
+		cancel()
+	}
+}
+
+// The Python client of docs/serve.md runs against a real sidecar.
+func TestServePythonExample(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import msgpack").Run(); err != nil {
+		t.Skip("python3 with msgpack not installed")
+	}
+	doc, err := os.ReadFile("../../docs/serve.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "```python\n")
+	require.True(t, ok, "no python block in docs/serve.md")
+	code, _, _ := strings.Cut(rest, "```")
+	require.LessOrEqual(t, strings.Count(code, "\n"), 20, "the example is at most 20 lines")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bin := clitest.Binary(t, "hashsync")
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	p := clitest.Start(t, ctx, bin, nil, nil, "serve", "--world", "1", "--rank", "0", "--socket", sock)
+	cmd := exec.CommandContext(ctx, py, "-c", code)
+	cmd.Env = append(os.Environ(), "TRAINWIRE_SERVE_SOCKET="+sock)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no socket: %s", p.Stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "True  (1.0, 2.0, 3.0, 4.0)\n", string(out))
+	require.NoError(t, p.Cmd.Wait(), p.Stderr.String())
 }
