@@ -63,7 +63,8 @@ race:
 ## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the emulated
 ## cluster; fuser vs the spec's Python reference; codecs vs torch and memcpy; the planner's
 ## selection time; trace parsing vs json.load; RNA vs blocking allreduce and gloo; hashsync vs
-## gloo and torch sparse; checkpoint stall vs torch.save). Needs root for the emulated cluster.
+## gloo and torch sparse; the serve sidecar vs check and gloo; checkpoint stall vs torch.save). Needs
+## root for the emulated cluster.
 bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
 	/usr/bin/python3 bench/fuser/bench.py --fuser $(BIN)/fuser
@@ -72,6 +73,7 @@ bench: deps build
 	bash bench/profiler/run.sh
 	bash bench/straggle/run.sh
 	bash bench/hashsync/run.sh --cluster 1gbit
+	bash bench/serve/run.sh
 	bash bench/ckpt/run.sh
 	bash bench/ckpt/interfere.sh 200mbit
 	bash bench/ckpt/persist.sh

@@ -42,6 +42,9 @@ const (
 	ExitSkipped = 75
 	// ExitInterrupted: stopped by SIGINT or SIGTERM.
 	ExitInterrupted = 130
+	// ExitTerminated: stopped by SIGTERM (128+15). Only the long-running
+	// verbs (serve) tell it apart from ExitInterrupted (InterruptCode).
+	ExitTerminated = 143
 	// ExitUsage: bad flags or arguments (kong's convention).
 	ExitUsage = 80
 )
@@ -181,6 +184,15 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
 	return code
+}
+
+// InterruptCode is the exit code for a run that Run's context stopped:
+// ExitTerminated when SIGTERM cancelled it, else ExitInterrupted.
+func InterruptCode(ctx context.Context) int {
+	if c := context.Cause(ctx); c != nil && c.Error() == syscall.SIGTERM.String()+" signal received" {
+		return ExitTerminated
+	}
+	return ExitInterrupted
 }
 
 // ExitCodeOf maps an error to the process exit code: the code of the first

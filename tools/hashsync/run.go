@@ -15,6 +15,7 @@ type CLI struct {
 	Check   cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
 	Env     cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
 	Gen     GenCmd         `cmd:"" help:"Write one rank's deterministic sparse-gradient workload (Zipf embedding, Bernoulli pool or top-k model)."`
+	Serve   ServeCmd       `cmd:"" help:"Sidecar: join the mesh once and answer a training process's sync requests on a Unix socket, tensors in shared memory (docs/serve.md)."`
 	Sync    SyncCmd        `cmd:"" help:"Filter: synchronize this rank's gradient frames with the other ranks (zen or a baseline scheme) and write the sums."`
 	Ref     RefCmd         `cmd:"" help:"Write the dense reference sum of N ranks' streams, summed in rank order."`
 	Model   ModelCmd       `cmd:"" help:"Print the closed-form communication volume of every scheme, and Zen's choice between Eq. (1) and Eq. (2)."`

@@ -25,27 +25,14 @@ type SyncCmd struct {
 	Mesh   mesh.Flags   `embed:""`
 	cli.WireFlags
 
-	Scheme       string       `help:"zen, bp-coo, agsparse, sparcml, sparse-ps, omnireduce, hitopk, dense or auto." enum:"zen,bp-coo,agsparse,sparcml,sparse-ps,omnireduce,hitopk,dense,auto" default:"zen" env:"TRAINWIRE_SCHEME"`
-	Average      bool         `help:"Divide the sum by the world size." env:"TRAINWIRE_AVERAGE"`
-	Seed         uint32       `help:"Hash seed shared by all ranks (h0 and h1..hk derive from it)." default:"0" env:"TRAINWIRE_SEED"`
-	K            int          `help:"Second-level hash functions of Algorithm 1." default:"3" env:"TRAINWIRE_HASH_K"`
-	R1Factor     float64      `name:"r1-factor" help:"Parallel memory: r1 = ceil(R1FACTOR·nnz/n) slots per partition." default:"2" env:"TRAINWIRE_R1_FACTOR"`
-	R2Fraction   float64      `name:"r2-fraction" help:"Serial memory: r2 = ceil(R2FRACTION·r1) slots per partition." default:"0.1" env:"TRAINWIRE_R2_FRACTION"`
-	Partitioner  string       `help:"hash (Algorithm 1, compare-and-swap) or bucket (counting sort; same sets)." enum:"hash,bucket" default:"hash" env:"TRAINWIRE_PARTITIONER"`
-	Pull         string       `help:"zen's pull encoding: auto (smaller of hash bitmap and COO, per message), bitmap or coo." enum:"auto,bitmap,coo" default:"auto" env:"TRAINWIRE_PULL"`
-	Block        int          `help:"omnireduce block size, in elements." default:"256" env:"TRAINWIRE_BLOCK"`
-	Rho          float64      `help:"hitopk density per segment (0: every non-zero row, lossless)." default:"0" env:"TRAINWIRE_RHO"`
-	LocalSize    int          `help:"hitopk ranks per node (0: the launcher's local world size when it reports several nodes, else 1)." default:"0" env:"TRAINWIRE_HITOPK_LOCAL"`
-	ProfileIters int          `help:"auto: iterations profiled (with zen) before choosing between Eq. (1) and Eq. (2)." default:"3" env:"TRAINWIRE_PROFILE_ITERS"`
-	Workers      int          `help:"Hashing goroutines (0: GOMAXPROCS)." default:"0" env:"TRAINWIRE_WORKERS"`
-	RowWidth     int          `help:"Row width for dense frames (0: their last dimension; 1: element-level)." default:"0" env:"TRAINWIRE_ROW_WIDTH"`
-	MaxMessage   cli.ByteSize `help:"Largest message accepted from a peer." default:"16GiB" env:"TRAINWIRE_MAX_MESSAGE"`
-	Stats        string       `help:"Write a stats frame per tensor and iteration to this file (- for stderr)." type:"path" env:"TRAINWIRE_STATS"`
-	NoOverlap    bool         `help:"Hash tensor i+1 only after tensor i is synchronized (for measuring the overlap)."`
-	Output       string       `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
-	Barrier      bool         `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
-	CPUProfile   string       `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
-	Device       string       `help:"Where zen's hashing (Algorithm 1) runs: cpu, gpu or gpu:N (GPU N; binaries built with -tags cuda, bin/hashsync-cuda). Results are the same; ranks may differ." default:"cpu" env:"TRAINWIRE_HASHSYNC_DEVICE"`
+	SchemeFlags `embed:""`
+	Average     bool   `help:"Divide the sum by the world size." env:"TRAINWIRE_AVERAGE"`
+	Stats       string `help:"Write a stats frame per tensor and iteration to this file (- for stderr)." type:"path" env:"TRAINWIRE_STATS"`
+	NoOverlap   bool   `help:"Hash tensor i+1 only after tensor i is synchronized (for measuring the overlap)."`
+	Output      string `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
+	Barrier     bool   `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
+	CPUProfile  string `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
+	Device      string `help:"Where zen's hashing (Algorithm 1) runs: cpu, gpu or gpu:N (GPU N; binaries built with -tags cuda, bin/hashsync-cuda). Results are the same; ranks may differ." default:"cpu" env:"TRAINWIRE_HASHSYNC_DEVICE"`
 }
 
 // Run synchronizes every tensor of stdin and writes each sum to stdout,
@@ -55,21 +42,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
 	}
-	cfg := scheme.DefaultConfig(c.Scheme)
-	cfg.Average, cfg.Seed, cfg.K, cfg.C, cfg.R2 = c.Average, c.Seed, c.K, c.R1Factor, c.R2Fraction
-	cfg.Partitioner, cfg.Pull, cfg.Block, cfg.Rho, cfg.ProfileIters, cfg.Workers = c.Partitioner, c.Pull, c.Block, c.Rho, c.ProfileIters, c.Workers
-	cfg.MaxMessage = int64(c.MaxMessage)
-	cfg.LocalSize = c.LocalSize
-	if cfg.LocalSize == 0 {
-		// The launcher's ranks per node, when it knows of several nodes.
-		cfg.LocalSize = 1
-		if env.NumNodes > 1 && env.LocalWorld > 1 && env.World%env.LocalWorld == 0 {
-			cfg.LocalSize = env.LocalWorld
-		}
-	}
-	if err := cfg.Check(env.World); err != nil {
+	cfg, err := c.config(env)
+	if err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
 	}
+	cfg.Average = c.Average
 	dev, err := c.openDevice()
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
