@@ -255,6 +255,21 @@ func (c *cluster) restore(r int, want []byte, wantIter int64, where string, args
 	}
 }
 
+// restoreReplacement restores rank r's replacement agent, which must give
+// want (iteration iter) from a peer's memory: fetched by the restore, or by
+// the agent itself when it started (it then says so in its log and the
+// restore reads local memory).
+func (c *cluster) restoreReplacement(r int, want []byte, iter int64) {
+	c.t.Helper()
+	out, stderr, code := c.run(r, nil, "restore")
+	if code != 0 || !bytes.Equal(out, want) || !strings.Contains(stderr, fmt.Sprintf("restored iteration %d ", iter)) {
+		c.t.Fatalf("rank %d's replacement: restore exit %d, %d bytes (want iteration %d, %d bytes): %s", r, code, len(out), iter, len(want), stderr)
+	}
+	if !strings.Contains(stderr, "from peer memory") && !strings.Contains(c.log(r), "fetched a shard this agent holds from a peer") {
+		c.t.Fatalf("rank %d's replacement did not get iteration %d from a peer: %s", r, iter, stderr)
+	}
+}
+
 func shard(r int, iter int64, size int) []byte {
 	b := make([]byte, size)
 	rng := rand.New(rand.NewPCG(uint64(r), uint64(iter)))
@@ -478,7 +493,7 @@ func TestE2EKillReceiver(t *testing.T) {
 	}
 	// A replacement agent takes rank 1 and gets its shard from rank 0.
 	c.start(1, nil)
-	c.restore(1, shard(1, 1, small), 1, "from peer memory (rank 0)")
+	c.restoreReplacement(1, shard(1, 1, small), 1)
 	// The replacement kept what it fetched: the next restore is local.
 	c.restore(1, shard(1, 1, small), 1, "from local memory")
 	if !strings.Contains(c.log(0), "replication failed") {
@@ -508,7 +523,7 @@ func TestE2EKillSender(t *testing.T) {
 		return failed && kept
 	})
 	c.start(0, nil)
-	c.restore(0, shard(0, 1, small), 1, "from peer memory (rank 1)")
+	c.restoreReplacement(0, shard(0, 1, small), 1)
 	for _, r := range []int{2, 3} {
 		c.restore(r, shard(r, 1, small), 1, "from local memory")
 	}
@@ -662,7 +677,7 @@ func TestE2ECorruptChunk(t *testing.T) {
 	// retry delivered to rank 1.
 	c.kill(0)
 	c.start(0, []string{c.addrs[0], c.addrs[1]})
-	c.restore(0, shard(0, 1, small), 1, "from peer memory (rank 1)")
+	c.restoreReplacement(0, shard(0, 1, small), 1)
 }
 
 // A trainer sending garbage, a shard over --memory and a peer without the

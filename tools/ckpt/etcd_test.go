@@ -135,7 +135,7 @@ func TestE2EEtcdRoot(t *testing.T) {
 	c.mu.Unlock()
 	c.start(old, nil)
 	waitDecision(t, cli, n, "replaced", old)
-	c.restore(old, shard(old, 1, small), 1, "from peer memory")
+	c.restoreReplacement(old, shard(old, 1, small), 1)
 
 	// A restart on the same machine: software.
 	sw := (old + 2) % 4

@@ -64,11 +64,11 @@ func replaceAndRestore(c *cluster, r int) {
 	c.kill(r)
 	c.start(r, nil)
 	for q := 0; q < c.n; q++ {
-		where := "from local memory"
 		if q == r {
-			where = "from peer memory"
+			c.restoreReplacement(q, shard(q, 1, small), 1)
+		} else {
+			c.restore(q, shard(q, 1, small), 1, "from local memory")
 		}
-		c.restore(q, shard(q, 1, small), 1, where)
 	}
 }
 
@@ -162,11 +162,11 @@ func TestRecoveryReceiverKilledVerdict(t *testing.T) {
 	// and the next two iterations commit.
 	c.start(1, nil)
 	for r := 0; r < n; r++ {
-		where := "from local memory"
 		if r == 1 {
-			where = "from peer memory"
+			c.restoreReplacement(r, shard(r, 1, small), 1)
+		} else {
+			c.restore(r, shard(r, 1, small), 1, "from local memory")
 		}
-		c.restore(r, shard(r, 1, small), 1, where)
 	}
 	for _, it := range []int64{2, 3} {
 		data := func(r int) []byte { return shard(r, 300+it, small) }
@@ -307,4 +307,31 @@ func TestRecoveryEvictedIteration(t *testing.T) {
 		t.Fatalf("restore of the evicted iteration 1: exit %d: %s; want exit 1 saying it was evicted", code, stderr)
 	}
 	c.restore(0, shard(0, 2, small), 2, "from local memory", "--iter", "2")
+}
+
+// Issue 21 item 4: a replacement agent fetches by itself, when it starts,
+// the committed shards the placement gives it (its own and its group's), so
+// the replication factor m is restored without a restore. Here (N=4, m=2,
+// groups {0,1} {2,3}) agent 1 is replaced, then agent 0 dies too: rank 0's
+// and rank 1's shards survive only because the replacement holds them.
+func TestReplacementRestoresReplicas(t *testing.T) {
+	c := newCluster(t, 4, "--m", "2", "--buffer", "1MiB")
+	data := func(r int) []byte { return shard(r, 2, small+r) }
+	c.saveAll(1, allRanks(4), func(r int) []byte { return shard(r, 1, small) }, "--format", "raw", "--commit")
+	c.saveAll(2, allRanks(4), data, "--format", "raw", "--commit")
+	c.kill(1)
+	c.start(1, nil)
+	waitFor(t, "the replacement of rank 1 to hold rank 0's and its own shard of iteration 2", func() bool {
+		_, _, vs := c.status(1)
+		held := map[int64]bool{}
+		for _, v := range vs {
+			if v.Step == 2 && v.Labels["state"] == "complete" {
+				held[v.Rank] = true
+			}
+		}
+		return held[0] && held[1]
+	})
+	c.kill(0)
+	c.start(0, nil)
+	c.restoreAll(2, data)
 }

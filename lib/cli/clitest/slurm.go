@@ -36,15 +36,8 @@ func Slurm(t testing.TB) []string {
 		why = "scripts/slurm.sh could not start Slurm: " + strings.TrimSpace(string(b))
 	} else if _, err := os.Stat(conf); err != nil {
 		why = "no Slurm cluster (bash scripts/slurm.sh start starts one; make test-go does)"
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "sinfo", "-h", "-o", "%T")
-		cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
-		out, err := cmd.CombinedOutput()
-		if state := strings.TrimSpace(string(out)); err != nil || (state != "idle" && state != "mixed" && state != "allocated") {
-			why = "the Slurm cluster of " + conf + " does not answer: sinfo says " + strings.TrimSpace(string(out))
-		}
+	} else if state, ok := slurmReady(conf); !ok {
+		why = "the Slurm cluster of " + conf + " does not answer: sinfo says " + state
 	}
 	if why != "" {
 		if os.Getenv("TRAINWIRE_REQUIRE_SLURM") == "1" {
@@ -59,6 +52,31 @@ func Slurm(t testing.TB) []string {
 		}
 	}
 	return append(env, "SLURM_CONF="+conf)
+}
+
+// slurmReady waits up to 30 s for the node to take jobs (idle, or busy
+// with another test's: mixed, allocated, completing) and returns its
+// state.
+func slurmReady(conf string) (string, bool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, "sinfo", "-h", "-o", "%T")
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		state := strings.TrimSpace(string(out))
+		if err == nil {
+			switch strings.TrimRight(state, "*~#!%$@^-") {
+			case "idle", "mixed", "allocated", "completing":
+				return state, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return state, false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // Srun runs script (sh -c) as n tasks of a step of the cluster Slurm(t)

@@ -244,6 +244,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	go func() {
 		defer a.wg.Done()
 		a.announce()
+		a.heal()
 	}()
 	a.acceptLoop(pl, a.servePeer)
 	a.wg.Wait()
