@@ -15,7 +15,7 @@ Everything lives in trainwire.wire; the names are re-exported here lazily so tha
 `python3 -m trainwire.wire` runs without importing the module twice.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "WireError", "Writer", "Reader", "canonical", "validate", "read_all", "write_stream",
