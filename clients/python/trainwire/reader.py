@@ -2,23 +2,83 @@
 allocated, every frame checked, the end frame's count and digest verified."""
 
 import json
+import re
 import struct
 
+import msgpack
 import xxhash
 
 from trainwire.schema import (  # noqa: F401
     DEFAULT_MAX_ELEMS, DEFAULT_MAX_PAYLOAD, FIELDS, MAX_DEPTH, MAX_STR, STRUCTURE_TYPES,
-    VERSION, WireError, _BIG_BIN, _Bad, _Truncated, _env_int, _limits, _semantics, _structure,
-    _want)
+    VERSION, WireError, _BIG_BIN, _Bad, _Truncated, _env_int, _feed_bins, _limits, _semantics,
+    _structure, _tname, _want)
 
 # --------------------------------------------------------------------------------------------
-# Reader: a small strict msgpack decoder that checks every length before reading it.
+# Reader: frames laid out by hand (t and v first, keys one by one, bins streamed), values
+# decoded by msgpack.Unpacker; every length is checked before the bytes behind it are read.
 
-_U8, _U16, _U32, _U64 = struct.Struct(">B"), struct.Struct(">H"), struct.Struct(">I"), \
-    struct.Struct(">Q")
-_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), \
-    struct.Struct(">q")
-_F32, _F64 = struct.Struct(">f"), struct.Struct(">d")
+_U8, _U16, _U32 = struct.Struct(">B"), struct.Struct(">H"), struct.Struct(">I")
+# bin and str headers: read here, so that their limits are checked before the body is read
+_BIN_STR = {0xC4: ("bin", _U8), 0xC5: ("bin", _U16), 0xC6: ("bin", _U32),
+            0xD9: ("str", _U8), 0xDA: ("str", _U16), 0xDB: ("str", _U32)}
+_BIN_STR.update({b: ("str", None) for b in range(0xA0, 0xC0)})
+_ONE_BYTE = {b: (b if b < 0x80 else b - 0x100) for b in (*range(0x80), *range(0xE0, 0x100))}
+_ONE_BYTE.update({0xC0: None, 0xC2: False, 0xC3: True})
+_MISSING = object()
+_MAX_BUFFER = 0   # msgpack.Unpacker: 0 = 4 GiB - 1 buffered for one value (bins are capped anyway);
+#                  read_size 4096 keeps it from allocating 1 MiB up front for every value
+_LIMIT_MSG = {"bin": "bin of %s bytes exceeds --max-payload %s",
+              "str": "str of %s bytes exceeds the limit %s",
+              "array": "array of %s elements exceeds --max-elems %s",
+              "map": "map of %s entries exceeds --max-elems %s"}
+
+
+def _pairs(pairs):
+    """object_pairs_hook: a dict in wire order; keys must be str and unique."""
+    d = {}
+    for k, v in pairs:
+        if not isinstance(k, str):
+            raise _Bad("map key is %s, want str" % _tname(k))
+        if k in d:
+            raise _Bad('duplicate map key "%s"' % k)
+        d[k] = v
+    return d
+
+
+def _no_ext(code, data):
+    raise _Bad("ext type %d (%d bytes) is not allowed in a trainwire stream" % (code, len(data)))
+
+
+def _check_nesting(v, depth, max_depth):
+    """Arrays and maps at most max_depth deep (a frame's value is at depth 1); msgpack's
+    Timestamp (ext -1, decoded without ext_hook) refused like every ext type."""
+    if isinstance(v, dict):
+        kids = v.values()
+    elif isinstance(v, list):
+        kids = v
+    elif isinstance(v, msgpack.Timestamp):
+        raise _Bad("ext type -1 (timestamp) is not allowed in a trainwire stream")
+    else:
+        return
+    if depth >= max_depth:
+        raise _Bad("nesting deeper than %d" % max_depth)
+    for x in kids:
+        _check_nesting(x, depth + 1, max_depth)
+
+
+def _unpacker_error(e, first):
+    """msgpack.Unpacker's error in this reader's words."""
+    m = re.match(r"(\d+) exceeds max_(bin|str|array|map)_len\((\d+)\)", str(e))
+    if m:
+        return _LIMIT_MSG[m.group(2)] % (m.group(1), m.group(3))
+    if isinstance(e, msgpack.FormatError):
+        return "invalid msgpack in a value starting with %s (a never-used byte such as 0xc1)" \
+            % _fmt_name(first)
+    if isinstance(e, msgpack.StackError):
+        return "nesting deeper than msgpack's decoder allows"
+    if isinstance(e, msgpack.BufferFull):
+        return "a value larger than 4 GiB"
+    return "malformed %s value: %s" % (_fmt_name(first), e or type(e).__name__)
 
 _FMT_NAMES = {0xC0: "nil", 0xC1: "never-used byte 0xc1", 0xC2: "bool", 0xC3: "bool",
               0xC4: "bin8", 0xC5: "bin16", 0xC6: "bin32", 0xC7: "ext8", 0xC8: "ext16",
@@ -165,27 +225,6 @@ class _Decoder:
             self.hasher.update(b)
         return b
 
-    def _array(self, n, depth):
-        if n > self.max_elems:
-            raise _Bad("array of %d elements exceeds --max-elems %d" % (n, self.max_elems))
-        if depth >= self.max_depth:
-            raise _Bad("nesting deeper than %d" % self.max_depth)
-        obj = self.obj
-        return [obj(depth + 1) for _ in range(n)]
-
-    def _map(self, n, depth):
-        if n > self.max_elems:
-            raise _Bad("map of %d entries exceeds --max-elems %d" % (n, self.max_elems))
-        if depth >= self.max_depth:
-            raise _Bad("nesting deeper than %d" % self.max_depth)
-        d = {}
-        for _ in range(n):
-            k = self.key()
-            if k in d:
-                raise _Bad("duplicate map key \"%s\"" % k)
-            d[k] = self.obj(depth + 1)
-        return d
-
     def map_len(self):
         b = self._byte()
         if 0x80 <= b <= 0x8F:
@@ -212,65 +251,55 @@ class _Decoder:
             return self._str(self._unpack(_U32))
         raise _Bad("map key is %s, want str" % _fmt_name(b))
 
-    def obj(self, depth=0):
-        b = self._byte()
-        if b <= 0x7F:
-            return b
-        if b >= 0xE0:
-            return b - 0x100
-        if b >= 0xA0 and b <= 0xBF:
-            return self._str(b & 0x1F)
-        if b >= 0x90 and b <= 0x9F:
-            return self._array(b & 0x0F, depth)
-        if b >= 0x80 and b <= 0x8F:
-            return self._map(b & 0x0F, depth)
-        if b == 0xC0:
-            return None
-        if b == 0xC2:
-            return False
-        if b == 0xC3:
-            return True
-        if b == 0xC4:
-            return self._bin(self._unpack(_U8))
-        if b == 0xC5:
-            return self._bin(self._unpack(_U16))
-        if b == 0xC6:
-            return self._bin(self._unpack(_U32))
-        if b == 0xCA:
-            return self._unpack(_F32)
-        if b == 0xCB:
-            return self._unpack(_F64)
-        if b == 0xCC:
-            return self._unpack(_U8)
-        if b == 0xCD:
-            return self._unpack(_U16)
-        if b == 0xCE:
-            return self._unpack(_U32)
-        if b == 0xCF:
-            return self._unpack(_U64)
-        if b == 0xD0:
-            return self._unpack(_I8)
-        if b == 0xD1:
-            return self._unpack(_I16)
-        if b == 0xD2:
-            return self._unpack(_I32)
-        if b == 0xD3:
-            return self._unpack(_I64)
-        if b == 0xD9:
-            return self._str(self._unpack(_U8))
-        if b == 0xDA:
-            return self._str(self._unpack(_U16))
-        if b == 0xDB:
-            return self._str(self._unpack(_U32))
-        if b == 0xDC:
-            return self._array(self._unpack(_U16), depth)
-        if b == 0xDD:
-            return self._array(self._unpack(_U32), depth)
-        if b == 0xDE:
-            return self._map(self._unpack(_U16), depth)
-        if b == 0xDF:
-            return self._map(self._unpack(_U32), depth)
-        raise _Bad("%s is not allowed in a trainwire stream" % _fmt_name(b))
+    def obj(self, depth=1):
+        """One value of a frame (depth 1 = a frame's value). Bins and strs are read here, their
+        limit checked on the header before anything is allocated, big payloads straight from the
+        file; every other value is decoded by msgpack.Unpacker with the same limits (its tell()
+        says how many bytes it took), maps with str keys only and no duplicate, ext types
+        refused, nesting bounded. Bins inside a value are fed to the hasher in wire order."""
+        if self._pos >= len(self._buf):
+            self._more(1)
+        b = self._buf[self._pos]
+        one = _ONE_BYTE.get(b, _MISSING)   # fixints, nil, bools: no decoder needed
+        if one is not _MISSING:
+            self._pos += 1
+            return one
+        hdr = _BIN_STR.get(b)
+        if hdr is not None:
+            kind, st = hdr
+            self._pos += 1
+            n = b & 0x1F if st is None else self._unpack(st)
+            return self._bin(n) if kind == "bin" else self._str(n)
+        u = msgpack.Unpacker(raw=False, strict_map_key=False, object_pairs_hook=_pairs,
+                             ext_hook=_no_ext, max_buffer_size=_MAX_BUFFER, read_size=4096,
+                             max_bin_len=self.max_payload, max_str_len=self.max_str,
+                             max_array_len=self.max_elems, max_map_len=self.max_elems)
+        fed, window = 0, 4096        # bytes of this value fed so far; the next feed's size
+        while True:
+            start = self._pos
+            if start + fed >= len(self._buf):
+                self._more(fed + 1)  # keeps _buf[_pos:], so this value's bytes stay at _pos
+                continue
+            k = min(len(self._buf) - start - fed, window)
+            u.feed(self._buf[start + fed:start + fed + k])
+            fed += k
+            window *= 2
+            try:
+                v = u.unpack()
+            except msgpack.OutOfData:
+                continue
+            except _Bad:
+                raise
+            except UnicodeDecodeError:
+                raise _Bad("str is not valid UTF-8") from None
+            except (ValueError, msgpack.UnpackException) as e:
+                raise _Bad(_unpacker_error(e, b)) from None
+            self._pos = start + u.tell()
+            if not isinstance(v, (int, float)):   # containers (and a stray Timestamp)
+                _check_nesting(v, depth, self.max_depth)
+                if self.hasher is not None:
+                    _feed_bins(v, self.hasher)
+            return v
 
 
 class Reader:
