@@ -349,6 +349,54 @@ class TestErrors(unittest.TestCase):
         # a frame map itself
         self.assertWire(head + b"\xdf\x7f\xff\xff\xff", "frame 1 at byte", "exceeds --max-elems")
 
+    def frame_with(self, key, raw_value, base=None):
+        """A stream whose one event frame carries raw_value (msgpack bytes) under key."""
+        f = msgpack.packb(base or {"t": "event", "v": 1, "name": "x"}, use_bin_type=True)
+        return msgpack.packb(W.header(), use_bin_type=True) + bytes([f[0] + 1]) + f[1:] + \
+            msgpack.packb(key) + raw_value
+
+    def test_values_refused_by_the_unpacker(self):
+        # duplicate keys, ext types (timestamp included), non-str keys and bad UTF-8 anywhere in
+        # a value; each names the frame, its offset and the field (keys are checked by the pairs
+        # hook, so strict_map_key is off: a list as a key is refused, not hashed)
+        head = len(msgpack.packb(W.header(), use_bin_type=True))
+        cases = [
+            (b"\x82\xa1a\x01\xa1a\x02", 'duplicate map key "a"'),
+            (b"\x81\xa1z\x82\xa1a\x01\xa1a\x02", 'duplicate map key "a"'),
+            (b"\xd4\x05\x00", "ext type 5 (1 bytes) is not allowed"),
+            (b"\x91\xc7\x02\x07ab", "ext type 7 (2 bytes) is not allowed"),
+            (b"\x81\xa1t\xd6\xff\x00\x00\x00\x01", "ext type -1 (timestamp) is not allowed"),
+            (b"\x81\x01\x02", "want str"),
+            (b"\x81\xc4\x01k\x02", "want str"),
+            (b"\x81\x91\x01\x02", "want str"),
+            (b"\x91\xa2\xff\xfe", "not valid UTF-8"),
+            (b"\x91\xc1", "invalid msgpack"),
+        ]
+        for raw, want in cases:
+            e = self.assertWire(self.frame_with("args", raw), "frame 1 (event) at byte %d" % head,
+                                'field "args"', want)
+            self.assertEqual((e.frame, e.offset, e.field), (1, head, "args"), raw)
+        # nesting: 16 levels below a free-form map are fine, 17 are not (as lib/wire)
+        deep = {"a": 1}
+        for _ in range(15):
+            deep = {"a": deep}
+        ok = dict(W.event("x"), args=deep)
+        self.assertEqual(len(read(packed_stream([ok]))[1]), 1)
+        bad = dict(W.event("x"), args={"a": [deep]})
+        self.assertWire(packed_stream([bad]), 'field "args"', "deeper")
+        # a frame key given twice
+        f = msgpack.packb(W.error("c", "m"), use_bin_type=True)
+        dup = bytes([f[0] + 1]) + f[1:] + msgpack.packb("rank") + b"\x00"
+        self.assertWire(msgpack.packb(W.header(), use_bin_type=True) + dup, 'field "rank"', "duplicate key")
+
+    def test_unpacker_values_across_reads(self):
+        # a free-form value bigger than the first feed, trickling in: decoded whole, digest right
+        args = {"k%04d" % i: [i, "v" * (i % 50), {"b": bytes([i % 256]) * (i % 300)}] for i in range(2000)}
+        b = stream_bytes([W.event("x", args=args)])
+        for step in (1, 977, 1 << 20):
+            got = list(W.Reader(Trickle(b, step)))
+            self.assertEqual(W.canonical(got[0])["args"], W.canonical(W.event("x", args=args))["args"])
+
     def test_env_limits(self):
         b = stream_bytes([W.dense("x", np.zeros(100, np.float32))])
         os.environ["TRAINWIRE_MAX_PAYLOAD"] = "100"

@@ -11,11 +11,12 @@
         if frame["t"] == "dense":
             a = to_numpy(frame)
 
-Everything lives in trainwire.wire; the names are re-exported here lazily so that
+The stream API lives in trainwire.wire (over trainwire.schema, .writer, .reader, .frames, .crc);
+its names are re-exported here lazily so that
 `python3 -m trainwire.wire` runs without importing the module twice.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "WireError", "Writer", "Reader", "canonical", "validate", "read_all", "write_stream",
