@@ -185,8 +185,12 @@ func (ss *session) ended(err error) error {
 // fails every request still queued and is returned.
 func (ss *session) answer(ctx context.Context, it item) error {
 	rep := ss.execute(ctx, it)
-	ss.reply(rep)
+	// The request is over on this rank (no peer waits on it): count it
+	// answered before the client can read the reply, or a client that
+	// closes as soon as it has it would leave "with a request pending"
+	// and abort the job.
 	ss.pending.Add(-1)
+	ss.reply(rep)
 	if err := ss.Job.Err(); err != nil {
 		ss.drain(CodePeer, err)
 		return err
@@ -204,8 +208,8 @@ func (ss *session) drain(code string, err error) {
 		select {
 		case it := <-ss.queue:
 			closeFDs(it.fds)
-			ss.reply(failure(it.req.ID, code, err))
 			ss.pending.Add(-1)
+			ss.reply(failure(it.req.ID, code, err))
 		default:
 			return
 		}
