@@ -3,6 +3,8 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"trainwire.dev/lib/mesh"
 )
@@ -30,12 +32,21 @@ type Reply struct {
 	// Data holds one entry per tensor of a sync: an inline tensor's
 	// result, empty for a tensor in a segment (its result is in place).
 	Data [][]byte
+	// Info holds a tool's figures about a sync beside its data (straggle:
+	// round, rounds, contributors); nil for the others, whose replies then
+	// carry no "info" key.
+	Info map[string]int64
 }
 
 // AppendReply appends r's message body, keys in order: id, ok, code,
-// error, field, rank, size, data.
+// error, field, rank, size, data, and info (its keys in order) when r
+// has any.
 func AppendReply(b []byte, r *Reply) []byte {
-	b = appendMapLen(b, 8)
+	if len(r.Info) > 0 {
+		b = appendMapLen(b, 9)
+	} else {
+		b = appendMapLen(b, 8)
+	}
 	b = appendInt(appendStr(b, "id"), r.ID)
 	b = appendBool(appendStr(b, "ok"), r.OK)
 	b = appendStr(appendStr(b, "code"), r.Code)
@@ -46,6 +57,12 @@ func AppendReply(b []byte, r *Reply) []byte {
 	b = appendArrayLen(appendStr(b, "data"), len(r.Data))
 	for _, d := range r.Data {
 		b = appendBin(b, d)
+	}
+	if len(r.Info) > 0 {
+		b = appendMapLen(appendStr(b, "info"), len(r.Info))
+		for _, k := range slices.Sorted(maps.Keys(r.Info)) {
+			b = appendInt(appendStr(b, k), r.Info[k])
+		}
 	}
 	return b
 }
@@ -96,6 +113,21 @@ func (r *Reply) field(c *cur, k string) error {
 		for i := range r.Data {
 			if r.Data[i], err = c.bin(); err != nil {
 				return err
+			}
+		}
+	case "info":
+		var n int
+		if n, err = c.length("map"); err != nil {
+			return err
+		}
+		r.Info = make(map[string]int64, n)
+		for range n {
+			k, err := c.str(64)
+			if err != nil {
+				return err
+			}
+			if r.Info[k], err = c.int(); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
 			}
 		}
 	default:

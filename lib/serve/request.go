@@ -3,7 +3,10 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"trainwire.dev/lib/wire"
 )
@@ -27,6 +30,10 @@ type Limits struct {
 	MaxName int
 	// MaxSegments is the most segments a client may attach at once.
 	MaxSegments int
+	// Options are the bool options of a sync's opts that a tool accepts
+	// besides average (straggle: contribute); they land in Request.Opts.
+	// Any other option is an error naming it.
+	Options []string
 }
 
 // DefaultLimits: 64 MiB messages, 65,536 tensors, 4 KiB names, 64 segments.
@@ -66,6 +73,9 @@ type Request struct {
 	Tensors []Tensor
 	// Average divides the sums by the world size (option "average").
 	Average bool
+	// Opts holds the tool's own bool options (Limits.Options) the request
+	// gave; absent ones are not in it.
+	Opts map[string]bool
 }
 
 // Tensor is one tensor of a sync request: in a segment (Seg, Off, Len) or
@@ -268,7 +278,17 @@ func (d *decoder) opts(c *cur) error {
 				return fieldErr("opts.average", err)
 			}
 		default:
-			return fieldErr("opts."+k, errors.New("unknown option (known: average)"))
+			if !slices.Contains(d.lim.Options, k) {
+				return fieldErr("opts."+k, fmt.Errorf("unknown option (known: %s)", strings.Join(append([]string{"average"}, d.lim.Options...), ", ")))
+			}
+			v, err := c.bool()
+			if err != nil {
+				return fieldErr("opts."+k, err)
+			}
+			if d.r.Opts == nil {
+				d.r.Opts = map[string]bool{}
+			}
+			d.r.Opts[k] = v
 		}
 	}
 	return nil
@@ -404,7 +424,8 @@ func shape(c *cur) ([]int64, error) {
 }
 
 // AppendRequest appends r's message body in the canonical key order: id,
-// op, then seg (attach, detach) or step, tensors and opts (sync).
+// op, then seg (attach, detach) or step, tensors and opts (sync: average,
+// then the tool's options in key order).
 func AppendRequest(b []byte, r *Request) []byte {
 	switch r.Op {
 	case OpAttach, OpDetach:
@@ -428,8 +449,12 @@ func AppendRequest(b []byte, r *Request) []byte {
 	for i := range r.Tensors {
 		b = appendTensor(b, &r.Tensors[i])
 	}
-	b = appendMapLen(appendStr(b, "opts"), 1)
-	return appendBool(appendStr(b, "average"), r.Average)
+	b = appendMapLen(appendStr(b, "opts"), 1+len(r.Opts))
+	b = appendBool(appendStr(b, "average"), r.Average)
+	for _, k := range slices.Sorted(maps.Keys(r.Opts)) {
+		b = appendBool(appendStr(b, k), r.Opts[k])
+	}
+	return b
 }
 
 func appendTensor(b []byte, t *Tensor) []byte {

@@ -28,6 +28,14 @@ type Executor interface {
 	Sync(ctx context.Context, req *Request, data [][]byte) error
 }
 
+// InfoExecutor is an Executor whose sync replies carry figures beside
+// the data (the reply's info map: straggle's round, rounds and
+// contributors). The server calls SyncInfo instead of Sync.
+type InfoExecutor interface {
+	Executor
+	SyncInfo(ctx context.Context, req *Request, data [][]byte) (map[string]int64, error)
+}
+
 // Job is what the sidecar serves: a *mesh.Mesh.
 type Job interface {
 	Aborted() <-chan struct{}
@@ -37,12 +45,20 @@ type Job interface {
 
 // Server answers one client's requests on one rank (docs/serve.md).
 type Server struct {
-	Exec   Executor
-	Agree  Agreer // nil in a world of one rank
+	Exec Executor
+	// Agree is nil in a world of one rank, and for a tool whose ranks'
+	// requests need not pair up one to one (straggle).
+	Agree  Agreer
 	Job    Job
 	Rank   int
 	Limits Limits
 	Log    *slog.Logger
+	// Tolerant: the job goes on without this rank (straggle's RNA), so
+	// neither a client that leaves with requests pending nor a shutdown
+	// aborts it. Instead the context of the sync in progress is cancelled
+	// (cause ErrClientGone, or the shutdown's) and the requests still
+	// queued fail without running.
+	Tolerant bool
 }
 
 // ErrClientGone is Serve's result when the client disconnected: the
@@ -65,6 +81,11 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	ss := &session{Server: s, conn: NewConn(c, s.Limits.withDefaults().MaxMessage), lim: s.Limits.withDefaults(),
 		queue: make(chan item, 1024), gone: make(chan struct{}), segs: map[int64]*shm.Segment{}}
 	defer ss.close()
+	// The requests run under work: ctx, and in a tolerant job the client's
+	// departure too.
+	work, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ss.work, ss.cancelWork = work, cancel
 	return ss.run(ctx)
 }
 
@@ -137,6 +158,10 @@ type session struct {
 	left    atomic.Bool   // the client left with requests pending: the job was aborted for it
 	segs    map[int64]*shm.Segment
 	seq     int64 // collectives run (or refused) so far
+	// work is the requests' context; cancelWork ends it (Tolerant: when
+	// the client leaves with requests pending).
+	work       context.Context
+	cancelWork context.CancelCauseFunc
 }
 
 func (ss *session) close() {
@@ -155,7 +180,7 @@ func (ss *session) run(ctx context.Context) error {
 		}
 		select {
 		case it := <-ss.queue:
-			if err := ss.answer(ctx, it); err != nil {
+			if err := ss.answer(ss.work, it); err != nil {
 				return ss.ended(err)
 			}
 		case <-gone:
@@ -185,8 +210,12 @@ func (ss *session) ended(err error) error {
 // fails every request still queued and is returned.
 func (ss *session) answer(ctx context.Context, it item) error {
 	rep := ss.execute(ctx, it)
-	ss.reply(rep)
+	// The request is over on this rank (no peer waits on it): count it
+	// answered before the client can read the reply, or a client that
+	// closes as soon as it has it would leave "with a request pending"
+	// and abort the job.
 	ss.pending.Add(-1)
+	ss.reply(rep)
 	if err := ss.Job.Err(); err != nil {
 		ss.drain(CodePeer, err)
 		return err
@@ -197,15 +226,15 @@ func (ss *session) answer(ctx context.Context, it item) error {
 // drain fails every queued request with err; when requests are still
 // pending (one in a collective), the job is aborted so that no rank waits.
 func (ss *session) drain(code string, err error) {
-	if ss.pending.Load() > 0 && ss.Job.Err() == nil {
+	if ss.pending.Load() > 0 && ss.Job.Err() == nil && !ss.Tolerant {
 		ss.Job.Abort(err)
 	}
 	for {
 		select {
 		case it := <-ss.queue:
 			closeFDs(it.fds)
-			ss.reply(failure(it.req.ID, code, err))
 			ss.pending.Add(-1)
+			ss.reply(failure(it.req.ID, code, err))
 		default:
 			return
 		}
@@ -232,7 +261,11 @@ func (ss *session) read(ctx context.Context) {
 			}
 			if n := ss.pending.Load(); n > 0 {
 				ss.left.Store(true)
-				ss.Job.Abort(fmt.Errorf("its client disconnected with %d request(s) pending", n))
+				if ss.Tolerant {
+					ss.cancelWork(ErrClientGone)
+				} else {
+					ss.Job.Abort(fmt.Errorf("its client disconnected with %d request(s) pending", n))
+				}
 			}
 			return
 		}
@@ -333,10 +366,21 @@ func (ss *session) sync(ctx context.Context, req *Request, bad error) *Reply {
 	case agreed != nil:
 		return failure(req.ID, codeOf(agreed), agreed)
 	}
-	if err := ss.Exec.Sync(ctx, req, data); err != nil {
+	if ctx.Err() != nil { // Tolerant: the client left; run nothing more
+		err := context.Cause(ctx)
 		return failure(req.ID, codeOf(err), err)
 	}
-	rep := &Reply{ID: req.ID, OK: true, Rank: -1, Data: make([][]byte, len(req.Tensors))}
+	var info map[string]int64
+	var err error
+	if ie, ok := ss.Exec.(InfoExecutor); ok {
+		info, err = ie.SyncInfo(ctx, req, data)
+	} else {
+		err = ss.Exec.Sync(ctx, req, data)
+	}
+	if err != nil {
+		return failure(req.ID, codeOf(err), err)
+	}
+	rep := &Reply{ID: req.ID, OK: true, Rank: -1, Data: make([][]byte, len(req.Tensors)), Info: info}
 	for i, t := range req.Tensors {
 		if t.Inline {
 			rep.Data[i] = data[i]

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/collective"
@@ -23,9 +22,7 @@ type ServeCmd struct {
 	Mesh   mesh.Flags   `embed:""`
 
 	SchemeFlags `embed:""`
-	Socket      string       `help:"Path of the Unix socket to listen on (mode 0600; its directory must be this user's and writable by nobody else); {rank} and {local_rank} in it are replaced, for launchers that give every rank the same environment." env:"TRAINWIRE_SERVE_SOCKET" required:""`
-	MaxRequest  cli.ByteSize `help:"Largest request or reply message, inline tensors included." default:"64MiB" env:"TRAINWIRE_SERVE_MAX_REQUEST"`
-	MaxTensors  int          `help:"Most tensors in one request." default:"65536" env:"TRAINWIRE_SERVE_MAX_TENSORS"`
+	Serve       serve.Flags `embed:""`
 }
 
 // Run joins the mesh, serves one client, and returns when it disconnects
@@ -39,14 +36,9 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: %w", err))
 	}
-	if c.MaxRequest > 1<<31 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --max-request %d: at most 2 GiB", c.MaxRequest))
-	}
-	// Listen before joining the mesh: a bad path fails this rank alone, at once.
-	socket := strings.NewReplacer("{rank}", fmt.Sprint(env.Rank), "{local_rank}", fmt.Sprint(env.LocalRank)).Replace(c.Socket)
-	ln, err := serve.Listen(socket)
+	ln, socket, err := c.Serve.Listen(env)
 	if err != nil {
-		return cli.WithCode(cli.ExitUsage, err)
+		return err
 	}
 	defer ln.Close()
 	m, err := mesh.Open(rio.Ctx, c.Mesh.Config(env, rio.Log))
@@ -58,26 +50,18 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
-	srv := &serve.Server{Exec: ex, Job: m, Rank: m.Rank(), Log: rio.Log,
-		Limits: serve.Limits{MaxMessage: int(c.MaxRequest), MaxTensors: c.MaxTensors}}
+	srv := &serve.Server{Exec: ex, Job: m, Rank: m.Rank(), Log: rio.Log, Limits: c.Serve.Limits()}
 	if m.World() > 1 {
 		srv.Agree = serve.MeshAgreer{Comm: collective.New(m, collective.Options{})}
 	}
 	rio.Log.Info("serve: listening", "socket", socket, "rank", m.Rank(), "world", m.World(), "scheme", c.Scheme)
 	err = srv.Serve(rio.Ctx, ln)
-	switch {
-	case errors.Is(err, serve.ErrClientGone):
+	if errors.Is(err, serve.ErrClientGone) {
 		rio.Log.Info("serve: client disconnected", "rank", m.Rank())
 		_ = m.Close() // the job's verdict, when the client left mid-request, is ours
 		return nil
-	case rio.Ctx.Err() != nil:
-		return cli.WithCode(cli.InterruptCode(rio.Ctx), fmt.Errorf("serve: %w", err))
 	}
-	var fe *serve.FrameError
-	if errors.As(err, &fe) {
-		return cli.WithCode(cli.ExitBadInput, err)
-	}
-	return fmt.Errorf("serve: %w", err)
+	return serve.ExitError(rio.Ctx, err)
 }
 
 // newExecutor is the scheme the sidecar runs: lib/collective's ring

@@ -24,19 +24,25 @@ import (
 // SyncFlags are the flags sync and controller share: every rank of a run
 // must give the same values.
 type SyncFlags struct {
-	Mode         string        `help:"rna: RNA (probes, non-blocking global ring with null gradients); rna-h: RNA inside fast/slow groups with periodic model averaging (toy only); groups: random-group partial allreduce from the shared seed; allreduce: blocking ring allreduce (lib/collective)." enum:"rna,rna-h,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
-	PSPeriod     int           `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which averages the groups' newest models, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
-	Profile      int           `help:"rna-h: iterations each worker times before the groups are formed." default:"5" env:"TRAINWIRE_STRAGGLE_PROFILE"`
+	Mode     string `help:"rna: RNA (probes, non-blocking global ring with null gradients); rna-h: RNA inside fast/slow groups with periodic model averaging (toy only); groups: random-group partial allreduce from the shared seed; allreduce: blocking ring allreduce (lib/collective)." enum:"rna,rna-h,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
+	PSPeriod int    `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which averages the groups' newest models, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
+	Profile  int    `help:"rna-h: iterations each worker times before the groups are formed." default:"5" env:"TRAINWIRE_STRAGGLE_PROFILE"`
+	RNAFlags
+	Rounds     int     `help:"Stop after this many rounds (0: when every rank's input has ended, or at --target-loss)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
+	GroupSize  int     `help:"groups mode: ranks per group." default:"2" env:"TRAINWIRE_STRAGGLE_GROUP_SIZE"`
+	Controller string  `help:"Where the controller runs: rank0 (rank 0 also trains) or separate (rank 0 runs 'straggle controller' and trains nothing)." enum:"rank0,separate" default:"rank0" env:"TRAINWIRE_STRAGGLE_CONTROLLER"`
+	TargetLoss float64 `help:"Toy: stop once the loss is at most this (rna and allreduce); the report gives the time it was first reached." default:"0" env:"TRAINWIRE_STRAGGLE_TARGET_LOSS"`
+	Dim        int     `help:"Toy: gradient elements (the stdin filter learns the size from its input)." default:"20" env:"TRAINWIRE_STRAGGLE_DIM"`
+}
+
+// RNAFlags are the flags of RNA's rounds that sync, controller and serve
+// share: every rank of a run must give the same values.
+type RNAFlags struct {
 	Probes       int           `help:"Probes per round (q): 1 is a random initiator, 2 is RNA's power of two choices." default:"2" env:"TRAINWIRE_STRAGGLE_PROBES"`
 	ProbeTimeout time.Duration `help:"When no probed worker answers within this, probe one more (hung probes expire); 0 keeps the thesis's behaviour (no expiry) up to --timeout, after which an unanswered probe expires too." default:"0s" env:"TRAINWIRE_STRAGGLE_PROBE_TIMEOUT"`
 	Eta          int           `help:"Staleness bound η in rounds: a gradient computed more than η rounds before the one it would join is dropped; negative: no bound." default:"-1" env:"TRAINWIRE_STRAGGLE_ETA"`
 	Accumulate   string        `help:"How several pending gradients of one worker combine: wavg (linearly weighted average, newest heaviest) or sum." enum:"wavg,sum" default:"wavg" env:"TRAINWIRE_STRAGGLE_ACCUMULATE"`
-	Rounds       int           `help:"Stop after this many rounds (0: when every rank's input has ended, or at --target-loss)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
 	Seed         uint64        `help:"Seed of probe sampling, groups and injected delays: the same seed replays the same choices." default:"1" env:"TRAINWIRE_STRAGGLE_SEED"`
-	GroupSize    int           `help:"groups mode: ranks per group." default:"2" env:"TRAINWIRE_STRAGGLE_GROUP_SIZE"`
-	Controller   string        `help:"Where the controller runs: rank0 (rank 0 also trains) or separate (rank 0 runs 'straggle controller' and trains nothing)." enum:"rank0,separate" default:"rank0" env:"TRAINWIRE_STRAGGLE_CONTROLLER"`
-	TargetLoss   float64       `help:"Toy: stop once the loss is at most this (rna and allreduce); the report gives the time it was first reached." default:"0" env:"TRAINWIRE_STRAGGLE_TARGET_LOSS"`
-	Dim          int           `help:"Toy: gradient elements (the stdin filter learns the size from its input)." default:"20" env:"TRAINWIRE_STRAGGLE_DIM"`
 }
 
 // SyncCmd is the sync verb.

@@ -202,6 +202,12 @@ func (t *transport) gc(round uint64) {
 	}
 }
 
+// close stops the transport; nil (allreduce mode has none) is a no-op,
+// so that a job aborted under the blocking mode fails its engine instead
+// of crashing it.
 func (t *transport) close() {
+	if t == nil {
+		return
+	}
 	t.stopped.Do(func() { close(t.stop) })
 }
