@@ -62,7 +62,6 @@ exec %[2]s sync --toy quadratic --emit stats --timeout 10s --rounds 600 --comput
 		require.NoError(t, err, "rank %d: no report from the second attempt", r)
 		require.NoError(t, json.Unmarshal(b, &rep))
 		assert.Equal(t, 600, rep.Rounds, "rank %d", r)
-		assert.Equal(t, []int{0, 1, 2, 3}, rep.Alive, "rank %d: the second attempt runs with every rank", r)
 	}
 	if !strings.Contains(string(out), "going on without it") {
 		t.Errorf("the first attempt's survivors did not go on without rank 2:\n%s", out)
