@@ -118,17 +118,6 @@ func exactSum(world, k, n int) []float32 {
 	return sum
 }
 
-func wait(t *testing.T, ctx context.Context, ch <-chan *serve.Reply, what string) *serve.Reply {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-ctx.Done():
-		t.Fatalf("%s: no reply (hang guard)", what)
-		return nil
-	}
-}
-
 // Four sidecars under torchrun's variables sum every tensor exactly, in
 // place in each client's shared memory, for the dense ring allreduce and
 // for zen; the clients disconnect and every sidecar exits 0.
@@ -147,7 +136,7 @@ func TestServeFourRanksSharedMemory(t *testing.T) {
 					require.NoError(t, err)
 				}
 				for r := range world {
-					rep := wait(t, ctx, chs[r], fmt.Sprintf("rank %d step %d", r, s))
+					rep := clitest.Recv(t, ctx, chs[r], fmt.Sprintf("rank %d step %d", r, s))
 					require.True(t, rep.OK, "rank %d step %d: %s; stderr: %s", r, s, rep.Error, sc.procs[r].Stderr.String())
 					got := tensor.Float32s(append([]byte(nil), sc.segs[r].Bytes()[:8*n]...))
 					require.Equal(t, exactSum(world, 3*s, n), got[:n], "rank %d step %d tensor a", r, s)
@@ -182,7 +171,7 @@ func TestServeRequestsInFlight(t *testing.T) {
 	}
 	for r := range world {
 		for s, ch := range chs[r] {
-			rep := wait(t, ctx, ch, fmt.Sprintf("rank %d step %d", r, s))
+			rep := clitest.Recv(t, ctx, ch, fmt.Sprintf("rank %d step %d", r, s))
 			require.True(t, rep.OK, "rank %d step %d: %s", r, s, rep.Error)
 			want := exactSum(world, s, 64)
 			tensor.Scale(want, 1/float32(world))
@@ -220,7 +209,7 @@ func deadRank(t *testing.T, sig syscall.Signal) {
 	require.NoError(t, sc.procs[victim].Cmd.Process.Signal(sig))
 	defer sc.procs[victim].Cmd.Process.Signal(syscall.SIGKILL)
 	for r, ch := range chs {
-		rep := wait(t, ctx, ch, fmt.Sprintf("rank %d", r))
+		rep := clitest.Recv(t, ctx, ch, fmt.Sprintf("rank %d", r))
 		assert.False(t, rep.OK, "rank %d", r)
 		assert.Equal(t, serve.CodePeer, rep.Code, "rank %d: %s", r, rep.Error)
 		assert.Equal(t, int64(victim), rep.Rank, "rank %d: %s", r, rep.Error)
@@ -285,7 +274,7 @@ func TestServeUnderMpirun(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for r := range 4 {
-		rep := wait(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
+		rep := clitest.Recv(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
 		require.True(t, rep.OK, "rank %d: %s; %s", r, rep.Error, p.Stderr.String())
 		got := tensor.Float32s(append([]byte(nil), sc.segs[r].Bytes()[:4*n]...))
 		require.Equal(t, exactSum(4, 0, n), got, "rank %d", r)
@@ -319,7 +308,7 @@ func TestServeRefusedRequestFailsEveryRank(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for r := range world {
-		rep := wait(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
+		rep := clitest.Recv(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
 		require.False(t, rep.OK, "rank %d", r)
 		if r == bad {
 			assert.Equal(t, serve.CodeBadRequest, rep.Code, rep.Error)
@@ -336,7 +325,7 @@ func TestServeRefusedRequestFailsEveryRank(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for r := range world {
-		rep := wait(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
+		rep := clitest.Recv(t, ctx, chs[r], fmt.Sprintf("rank %d", r))
 		require.True(t, rep.OK, "rank %d: %s", r, rep.Error)
 	}
 }

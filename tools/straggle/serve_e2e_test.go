@@ -86,17 +86,6 @@ func (sc *sidecar) result() []float32 {
 	return tensor.Float32s(append([]byte(nil), sc.seg.Bytes()[:20]...))
 }
 
-func waitReply(t *testing.T, ctx context.Context, ch <-chan *serve.Reply, what string) *serve.Reply {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-ctx.Done():
-		t.Fatalf("%s: no reply (hang guard)", what)
-		return nil
-	}
-}
-
 // totals adds contributors·average over replies: with --accumulate sum,
 // the sum of every gradient the rounds reduced.
 type totals []float64
@@ -121,7 +110,7 @@ func (tt totals) near(want []float64) bool {
 func (sc *sidecar) drain(t *testing.T, ctx context.Context, r int, got totals, want []float64) {
 	t.Helper()
 	for !got.near(want) {
-		rep := waitReply(t, ctx, sc.step(t, make([]float32, 5), false), fmt.Sprintf("rank %d drain", r))
+		rep := clitest.Recv(t, ctx, sc.step(t, make([]float32, 5), false), fmt.Sprintf("rank %d drain", r))
 		require.True(t, rep.OK, "rank %d drain: %s", r, rep.Error)
 		got.add(rep, sc.result())
 	}
@@ -213,7 +202,7 @@ func TestServeMatchesSync(t *testing.T) {
 				wg.Go(func() {
 					got := make(totals, 5)
 					for k, g := range inputs[r] {
-						rep := waitReply(t, ctx, sc.step(t, g, true), fmt.Sprintf("rank %d step %d", r, k))
+						rep := clitest.Recv(t, ctx, sc.step(t, g, true), fmt.Sprintf("rank %d step %d", r, k))
 						if !assert.True(t, rep.OK, "rank %d step %d: %s", r, k, rep.Error) {
 							return
 						}
@@ -279,7 +268,7 @@ func TestServeSlowRankDoesNotHoldOthersBack(t *testing.T) {
 		wg.Go(func() {
 			got := make(totals, 5)
 			for k, g := range inputs[r] {
-				rep := waitReply(t, ctx, sc.step(t, g, true), fmt.Sprintf("rank %d step %d", r, k))
+				rep := clitest.Recv(t, ctx, sc.step(t, g, true), fmt.Sprintf("rank %d step %d", r, k))
 				if !assert.True(t, rep.OK, "rank %d step %d: %s", r, k, rep.Error) {
 					return
 				}
@@ -317,7 +306,7 @@ func stepAll(t *testing.T, ctx context.Context, scs []*sidecar, inputs [][][]flo
 	}
 	reps := make([]*serve.Reply, len(ranks))
 	for i, r := range ranks {
-		reps[i] = waitReply(t, ctx, chs[i], fmt.Sprintf("rank %d step %d", r, k))
+		reps[i] = clitest.Recv(t, ctx, chs[i], fmt.Sprintf("rank %d step %d", r, k))
 	}
 	return reps
 }
@@ -356,13 +345,13 @@ func TestServeKilledRank(t *testing.T) {
 			_, err := scs[victim].c.Do(&serve.Request{Op: serve.OpPing}) // its request has been read
 			require.NoError(t, err)
 			require.NoError(t, scs[victim].Cmd.Process.Signal(syscall.SIGKILL))
-			rep := waitReply(t, ctx, victimCh, "the victim's client")
+			rep := clitest.Recv(t, ctx, victimCh, "the victim's client")
 			assert.Equal(t, "closed", rep.Code, "the victim's client sees its socket closed: %+v", rep)
 			_ = scs[victim].Cmd.Wait()
 			if mode == "allreduce" {
 				for i, ch := range pending {
 					r := others[i]
-					rep := waitReply(t, ctx, ch, fmt.Sprintf("rank %d", r))
+					rep := clitest.Recv(t, ctx, ch, fmt.Sprintf("rank %d", r))
 					assert.False(t, rep.OK, "rank %d", r)
 					assert.Equal(t, serve.CodePeer, rep.Code, "rank %d: %s", r, rep.Error)
 					assert.Equal(t, int64(victim), rep.Rank, "rank %d: %s", r, rep.Error)
@@ -404,7 +393,7 @@ func TestServeSIGTERMLeavesRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, scs[leaver].Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 143, clitest.ExitCode(scs[leaver].Cmd.Wait()), scs[leaver].Stderr.String())
-	rep := waitReply(t, ctx, leaverCh, "the leaver's client")
+	rep := clitest.Recv(t, ctx, leaverCh, "the leaver's client")
 	assert.Equal(t, serve.CodeShutdown, rep.Code, "%+v", rep)
 	for k := range iters {
 		for i, rep := range stepAll(t, ctx, scs, inputs, k, 0, 1) {
@@ -445,7 +434,7 @@ func TestServeRefusesBadRequests(t *testing.T) {
 	} {
 		ch := sc.c.Expect(tc.req.ID)
 		require.NoError(t, sc.c.SendRaw(serve.AppendRequest(nil, tc.req)))
-		rep := waitReply(t, ctx, ch, fmt.Sprint(tc.req.ID))
+		rep := clitest.Recv(t, ctx, ch, fmt.Sprint(tc.req.ID))
 		if tc.field == "" {
 			require.True(t, rep.OK, "request %d: %s", tc.req.ID, rep.Error)
 			assert.Equal(t, int64(1), rep.Info["contributors"], "world of one")

@@ -85,3 +85,17 @@ func (p *Proc) start(t testing.TB) {
 		t.Fatalf("starting %s: %v", p.Cmd.Path, err)
 	}
 }
+
+// Recv returns the next value from ch, or fails the test once ctx is done
+// (a hang guard: what names what was awaited).
+func Recv[T any](t testing.TB, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("%s: nothing within the deadline (hang guard)", what)
+		var zero T
+		return zero
+	}
+}
