@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -66,10 +67,12 @@ func (c *Conn) ReadMessage() (msg []byte, fds []int, err error) {
 	if uint64(n) > uint64(c.max) {
 		return nil, nil, &FrameError{Offset: start, Err: fmt.Errorf("message of %d bytes, at most %d (--max-request)", n, c.max)}
 	}
-	c.r += 4
-	if err := c.fill(int(n)); err != nil {
+	// The prefix stays unread until the whole message is in: a read that
+	// fails on a deadline can be tried again.
+	if err := c.fill(4 + int(n)); err != nil {
 		return nil, nil, &FrameError{Offset: start, Err: fmt.Errorf("message of %d bytes: %w", n, err)}
 	}
+	c.r += 4
 	msg = make([]byte, n)
 	copy(msg, c.buf[c.r:c.r+int(n)])
 	c.r += int(n)
@@ -137,6 +140,22 @@ func (c *Conn) WriteMessageFD(body []byte, fd int) error {
 	defer c.wmu.Unlock()
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	return shm.SendFD(c.c, append(b, body...), fd)
+}
+
+// SetReadDeadline bounds the reads in progress and to come; a read past
+// it fails.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.c.SetReadDeadline(t) }
+
+// Unread is how many bytes the peer has sent that the kernel holds and
+// no read has taken yet.
+func (c *Conn) Unread() int {
+	rc, err := c.c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
 }
 
 // Close closes the socket and any descriptor received but not handed out.

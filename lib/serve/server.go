@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -156,8 +157,11 @@ type session struct {
 	readErr error         // why it stopped (set before gone is closed)
 	pending atomic.Int64  // requests read and not yet answered
 	left    atomic.Bool   // the client left with requests pending: the job was aborted for it
-	segs    map[int64]*shm.Segment
-	seq     int64 // collectives run (or refused) so far
+	// stopping: the session is failing what is left (fail); the reader's
+	// end then says nothing about the client.
+	stopping atomic.Bool
+	segs     map[int64]*shm.Segment
+	seq      int64 // collectives run (or refused) so far
 	// work is the requests' context; cancelWork ends it (Tolerant: when
 	// the client leaves with requests pending).
 	work       context.Context
@@ -187,11 +191,11 @@ func (ss *session) run(ctx context.Context) error {
 			gone = nil
 		case <-ctx.Done():
 			err := context.Cause(ctx)
-			ss.drain(CodeShutdown, fmt.Errorf("rank %d: sidecar stopping: %w", ss.Rank, err))
+			ss.fail(CodeShutdown, fmt.Errorf("rank %d: sidecar stopping: %w", ss.Rank, err))
 			return err
 		case <-ss.Job.Aborted():
 			err := ss.Job.Err()
-			ss.drain(CodePeer, err)
+			ss.fail(CodePeer, err)
 			return ss.ended(err)
 		}
 	}
@@ -217,10 +221,35 @@ func (ss *session) answer(ctx context.Context, it item) error {
 	ss.pending.Add(-1)
 	ss.reply(rep)
 	if err := ss.Job.Err(); err != nil {
-		ss.drain(CodePeer, err)
+		ss.fail(CodePeer, err)
 		return err
 	}
 	return nil
+}
+
+// lingerRead is how long a stopping session goes on reading requests the
+// client had already sent, to fail them rather than close on them.
+const lingerRead = 100 * time.Millisecond
+
+// fail ends the session on a job failure or shutdown: every request the
+// client has sent fails with err, those queued and those still in the
+// socket (read until lingerRead passes with nothing new), so that no
+// client sees the connection close on a request it sent before then.
+func (ss *session) fail(code string, err error) {
+	ss.stopping.Store(true)
+	ss.drain(code, err)
+	_ = ss.conn.SetReadDeadline(time.Now().Add(lingerRead))
+	for {
+		select {
+		case it := <-ss.queue:
+			closeFDs(it.fds)
+			ss.pending.Add(-1)
+			ss.reply(failure(it.req.ID, code, err))
+		case <-ss.gone:
+			ss.drain(code, err)
+			return
+		}
+	}
 }
 
 // drain fails every queued request with err; when requests are still
@@ -251,15 +280,19 @@ func (ss *session) reply(r *Reply) {
 // queued in order.
 func (ss *session) read(ctx context.Context) {
 	defer close(ss.gone)
+	var lingered time.Duration
 	for {
 		msg, fds, err := ss.conn.ReadMessage()
+		if err != nil && ss.lingers(err, &lingered) {
+			continue
+		}
 		if err != nil {
 			ss.readErr = ErrClientGone
 			var fe *FrameError
 			if errors.As(err, &fe) {
 				ss.readErr = fe
 			}
-			if n := ss.pending.Load(); n > 0 {
+			if n := ss.pending.Load(); n > 0 && !ss.stopping.Load() {
 				ss.left.Store(true)
 				if ss.Tolerant {
 					ss.cancelWork(ErrClientGone)
@@ -284,12 +317,41 @@ func (ss *session) read(ctx context.Context) {
 			fds = nil
 		}
 		ss.pending.Add(1)
-		select {
-		case ss.queue <- item{req: req, err: derr, fds: fds}:
-		case <-ctx.Done():
-			closeFDs(fds)
+		if !ss.enqueue(ctx, item{req: req, err: derr, fds: fds}) {
 			return
 		}
+	}
+}
+
+// lingers says whether a stopping session's reader, whose read err ended
+// on the linger deadline, should read on: the client's bytes wait in the
+// socket (a busy machine may run the reader late), and the reader has
+// not lingered a second in all.
+func (ss *session) lingers(err error, lingered *time.Duration) bool {
+	if !ss.stopping.Load() || !errors.Is(err, os.ErrDeadlineExceeded) || ss.conn.Unread() == 0 || *lingered >= time.Second {
+		return false
+	}
+	*lingered += lingerRead
+	_ = ss.conn.SetReadDeadline(time.Now().Add(lingerRead))
+	return true
+}
+
+// enqueue hands a request to the worker; false when ctx ended first.
+// While there is room the request is queued even after ctx ended: a
+// stopping worker fails it rather than leave it unanswered.
+func (ss *session) enqueue(ctx context.Context, it item) bool {
+	select {
+	case ss.queue <- it:
+		return true
+	default:
+	}
+	select {
+	case ss.queue <- it:
+		return true
+	case <-ctx.Done():
+		closeFDs(it.fds)
+		ss.pending.Add(-1)
+		return false
 	}
 }
 
