@@ -242,9 +242,7 @@ func (ss *session) fail(code string, err error) {
 	for {
 		select {
 		case it := <-ss.queue:
-			closeFDs(it.fds)
-			ss.pending.Add(-1)
-			ss.reply(failure(it.req.ID, code, err))
+			ss.refuse(it, code, err)
 		case <-ss.gone:
 			ss.drain(code, err)
 			return
@@ -261,13 +259,18 @@ func (ss *session) drain(code string, err error) {
 	for {
 		select {
 		case it := <-ss.queue:
-			closeFDs(it.fds)
-			ss.pending.Add(-1)
-			ss.reply(failure(it.req.ID, code, err))
+			ss.refuse(it, code, err)
 		default:
 			return
 		}
 	}
+}
+
+// refuse answers a queued request with a failure, unrun.
+func (ss *session) refuse(it item, code string, err error) {
+	closeFDs(it.fds)
+	ss.pending.Add(-1)
+	ss.reply(failure(it.req.ID, code, err))
 }
 
 func (ss *session) reply(r *Reply) {
