@@ -1,0 +1,170 @@
+"""What the examples share: flags, the process group, how gradients are synced, the loop.
+
+Every example runs under torchrun with CPU processes (gloo) and switches its gradient sync by
+--sync:
+
+  ddp          torch DDP, gloo's dense allreduce (the baseline)
+  fp16         DDP with torch's own fp16_compress_hook
+  powersgd     DDP with torch's own PowerSGD hook (rank --powersgd-rank, default 4)
+  sparse       torch DDP with sparse embedding gradients (EmbeddingBag(sparse=True)); models
+               without an embedding treat it as ddp
+  hashsync     DDP with trainwire's hashsync_hook (--scheme, default zen): this rank's
+               `hashsync serve` sidecar syncs each bucket
+  none         no communication at all: every rank trains alone (the compute-only floor that
+               the communication share is measured against)
+
+Rank 0 prints one JSON line per step to --metrics (or stdout with "-"): step, loss (the mean over
+the ranks), seconds, samples; and a summary line at the end. With --profile DIR, torch.profiler
+records steps 2..2+--profile-steps into Kineto traces in DIR (one file per rank), which
+`profiler summary` reads.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "none")
+
+
+def parser(description):
+    """The flags every example takes; each example adds its model's own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--sync", choices=SYNCS, default=os.environ.get("TRAINWIRE_SYNC", "ddp"),
+                   help="how gradients are synced (env TRAINWIRE_SYNC; default ddp)")
+    p.add_argument("--scheme", default="zen", help="hashsync scheme for --sync hashsync")
+    p.add_argument("--powersgd-rank", type=int, default=4, help="PowerSGD's rank")
+    p.add_argument("--steps", type=int, default=50, help="training steps (default 50)")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="steps left out of the samples/s figure (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="model and data seed")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (the model's default)")
+    p.add_argument("--metrics", default=None,
+                   help="rank 0 writes one JSON line per step here ('-': stdout)")
+    p.add_argument("--profile", default=None, metavar="DIR",
+                   help="write torch.profiler Kineto traces of a few steps to DIR")
+    p.add_argument("--profile-steps", type=int, default=3, help="steps profiled (default 3)")
+    p.add_argument("--bucket-mb", type=float, default=25, help="DDP bucket cap in MB")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    return p
+
+
+def init(args):
+    """Joins torch.distributed (gloo) and returns (rank, world)."""
+    torch.set_num_threads(args.threads)
+    if "RANK" not in os.environ:
+        sys.exit("run me under torchrun, e.g. torchrun --nproc_per_node 4 %s" % sys.argv[0])
+    dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+class Sync:
+    """The model wrapped for --sync, and whatever must be closed at the end."""
+
+    def __init__(self, args, net):
+        self.args, self.state = args, None
+        if args.sync == "none":
+            self.model = net
+            return
+        self.model = DDP(net, bucket_cap_mb=args.bucket_mb)
+        if args.sync == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            self.model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        elif args.sync == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+            self.state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                          start_powerSGD_iter=2, random_seed=args.seed)
+            self.model.register_comm_hook(self.state, ps.powerSGD_hook)
+            self.state = None   # nothing to close
+        elif args.sync == "hashsync":
+            from trainwire.torch import hashsync_hook
+            self.state, hook = hashsync_hook(scheme=args.scheme)
+            self.model.register_comm_hook(self.state, hook)
+
+    def close(self):
+        if self.state is not None:
+            self.state.close()
+
+
+class Metrics:
+    """Rank 0's per-step JSON lines and the summary."""
+
+    def __init__(self, args, rank, world, name):
+        self.args, self.rank, self.world, self.name = args, rank, world, name
+        self.out = None
+        if rank == 0 and args.metrics:
+            self.out = sys.stdout if args.metrics == "-" else open(args.metrics, "w")
+        self.timed, self.samples, self.losses = 0.0, 0, []
+
+    def step(self, step, loss, seconds, samples):
+        """Records one step: loss is this rank's; the mean over ranks is logged."""
+        t = torch.tensor([loss], dtype=torch.float64)
+        dist.all_reduce(t)
+        mean = t.item() / self.world
+        self.losses.append(mean)
+        if step >= self.args.warmup:
+            self.timed += seconds
+            self.samples += samples * self.world
+        if self.out:
+            self.out.write(json.dumps({"step": step, "loss": mean, "seconds": round(seconds, 6),
+                                       "samples": samples * self.world}) + "\n")
+            self.out.flush()
+
+    def summary(self, extra=None):
+        s = {"summary": True, "example": self.name, "sync": self.args.sync, "world": self.world,
+             "steps": len(self.losses), "final_loss": self.losses[-1] if self.losses else None,
+             "samples_per_s": self.samples / self.timed if self.timed else None}
+        s.update(extra or {})
+        if self.rank == 0:
+            if self.out:
+                self.out.write(json.dumps(s) + "\n")
+                self.out.flush()
+            print("%s --sync %s: %d steps, loss %.5f, %.1f samples/s" % (
+                self.name, self.args.sync, s["steps"], s["final_loss"] or float("nan"),
+                s["samples_per_s"] or 0.0), file=sys.stderr)
+        return s
+
+
+def profiler(args, rank):
+    """A torch.profiler recording steps 2.. into args.profile, or None."""
+    if not args.profile:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    os.makedirs(args.profile, exist_ok=True)
+
+    def save(p):
+        p.export_chrome_trace(os.path.join(args.profile, "rank%d.trace.json" % rank))
+    return profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                   schedule=schedule(wait=1, warmup=1, active=args.profile_steps, repeat=1),
+                   on_trace_ready=save)
+
+
+def train(args, name, model, opt, batch, loss_fn, samples):
+    """The loop: batch(step) gives this rank's inputs, loss_fn(model, inputs) the loss."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    metrics = Metrics(args, rank, world, name)
+    prof = profiler(args, rank)
+    if prof:
+        prof.start()
+    try:
+        for step in range(args.steps):
+            inputs = batch(step)
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model, inputs)
+            loss.backward()
+            opt.step()
+            dt = time.perf_counter() - t0
+            if prof:
+                prof.step()
+            metrics.step(step, loss.item(), dt, samples)
+    finally:
+        if prof:
+            prof.stop()
+    return metrics
