@@ -15,8 +15,8 @@ Every example runs under torchrun with CPU processes (gloo) and switches its gra
 
 Rank 0 prints one JSON line per step to --metrics (or stdout with "-"): step, loss (the mean over
 the ranks), seconds, samples; and a summary line at the end. With --profile DIR, torch.profiler
-records steps 2..2+--profile-steps into Kineto traces in DIR (one file per rank), which
-`profiler summary` reads.
+records steps 2..2+--profile-steps into traces in DIR (rank-<r>.json, with the parameter list
+rank-<r>.meta.json beside), which `profiler summary` and `profiler model` read.
 """
 
 import argparse
@@ -27,6 +27,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.autograd.profiler import record_function
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "none")
@@ -47,7 +48,7 @@ def parser(description):
     p.add_argument("--metrics", default=None,
                    help="rank 0 writes one JSON line per step here ('-': stdout)")
     p.add_argument("--profile", default=None, metavar="DIR",
-                   help="write torch.profiler Kineto traces of a few steps to DIR")
+                   help="write torch.profiler traces of a few steps to DIR")
     p.add_argument("--profile-steps", type=int, default=3, help="steps profiled (default 3)")
     p.add_argument("--bucket-mb", type=float, default=25, help="DDP bucket cap in MB")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
@@ -130,8 +131,12 @@ class Metrics:
         return s
 
 
-def profiler(args, rank):
-    """A torch.profiler recording steps 2.. into args.profile, or None."""
+def profiler(args, rank, net):
+    """A torch.profiler recording a few steps into args.profile (DIR/rank-<r>.json), or None.
+
+    Debian's torch writes the legacy trace format, which carries no tensor sizes: beside each
+    trace goes DIR/rank-<r>.meta.json with the parameters in registration order and DDP's
+    buckets, which `profiler model` reads by itself."""
     if not args.profile:
         return None
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -139,17 +144,37 @@ def profiler(args, rank):
     os.makedirs(args.profile, exist_ok=True)
 
     def save(p):
-        p.export_chrome_trace(os.path.join(args.profile, "rank%d.trace.json" % rank))
+        # gloo's worker thread closes its last all_reduce scope just after backward returns
+        time.sleep(0.5)
+        p.export_chrome_trace(os.path.join(args.profile, "rank-%d.json" % rank))
+        with open(os.path.join(args.profile, "rank-%d.meta.json" % rank), "w") as f:
+            json.dump(meta(args, net), f, indent=1)
     return profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                    schedule=schedule(wait=1, warmup=1, active=args.profile_steps, repeat=1),
                    on_trace_ready=save)
 
 
-def train(args, name, model, opt, batch, loss_fn, samples):
-    """The loop: batch(step) gives this rank's inputs, loss_fn(model, inputs) the loss."""
+def meta(args, net):
+    """The parameters (registration order) and DDP's buckets (reduction order, as DDP's
+    reducer assigns them: reverse registration order, first bucket 1 MiB)."""
+    named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    rev = list(reversed(named))
+    cap = int(args.bucket_mb * 1024 * 1024)
+    idx, _ = dist._compute_bucket_assignment_by_size(
+        [p.detach() for _, p in rev], [dist._DEFAULT_FIRST_BUCKET_BYTES, cap], [False] * len(rev))
+    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": "gloo",
+            "params": [{"name": n, "numel": p.numel(), "dtype": "f32"} for n, p in named],
+            "bucket_cap_mb": args.bucket_mb,
+            "buckets": [{"params": [rev[i][0] for i in b],
+                         "bytes": sum(rev[i][1].numel() * 4 for i in b)} for b in idx]}
+
+
+def train(args, name, net, model, opt, batch, loss_fn, samples):
+    """The loop: batch(step) gives this rank's inputs, loss_fn(model, inputs) the loss; net is
+    the unwrapped model (its parameters name the profile's gradients)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     metrics = Metrics(args, rank, world, name)
-    prof = profiler(args, rank)
+    prof = profiler(args, rank, net)
     if prof:
         prof.start()
     try:
@@ -157,9 +182,12 @@ def train(args, name, model, opt, batch, loss_fn, samples):
             inputs = batch(step)
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model, inputs)
-            loss.backward()
-            opt.step()
+            with record_function("## forward ##"):
+                loss = loss_fn(model, inputs)
+            with record_function("## backward ##"):
+                loss.backward()
+            with record_function("Optimizer.step"):
+                opt.step()
             dt = time.perf_counter() - t0
             if prof:
                 prof.step()

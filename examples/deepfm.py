@@ -93,7 +93,7 @@ def main():
         ids, y = inputs
         return loss(model(ids), y)
     try:
-        m = common.train(args, "deepfm", sync.model, opt, data, step_loss, args.batch)
+        m = common.train(args, "deepfm", net, sync.model, opt, data, step_loss, args.batch)
         m.summary({"rows": args.rows, "batch": args.batch})
     finally:
         sync.close()

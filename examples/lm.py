@@ -86,7 +86,7 @@ def main():
         x, y = inputs
         return xent(model(x).reshape(-1, args.vocab), y.reshape(-1))
     try:
-        m = common.train(args, "lm", sync.model, opt, data, step_loss, args.batch)
+        m = common.train(args, "lm", net, sync.model, opt, data, step_loss, args.batch)
         params = sum(q.numel() for q in net.parameters())
         m.summary({"parameters": params, "uniform_loss": math.log(args.vocab)})
     finally:
