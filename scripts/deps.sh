@@ -4,7 +4,8 @@
 # Idempotent: skips apt entirely when everything is present.
 set -euo pipefail
 pkgs=(openmpi-bin python3-torch python3-msgpack python3-numpy python3-xxhash iproute2 etcd-server g++
-  python3-pip python3-venv python3-setuptools)  # the last three: pip install ./clients/python (test_package)
+  python3-pip python3-venv python3-setuptools  # these three: pip install ./clients/python (test_package)
+  python3-matplotlib)  # the demo report's pictures (pipelines/report.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
