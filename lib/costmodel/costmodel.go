@@ -84,7 +84,9 @@ var ErrSamples = errors.New("costmodel: samples")
 // FitLinear fits α + β·x by least squares on the relative error (weights
 // 1/T², so a 10 µs launch cost is not drowned by the noise of a 100 ms
 // sample), and returns the fit's RMS relative error. At least one sample
-// is needed; with a single distinct x the model is constant (β = 0).
+// is needed; with a single distinct x the model is constant (β = 0). α and
+// β are never negative: when the unconstrained fit has either below zero,
+// the best fit on the boundary (α = 0 or β = 0) is returned.
 func FitLinear(s []Sample) (Linear, float64, error) {
 	if err := checkSamples(s); err != nil {
 		return Linear{}, 0, err
@@ -106,7 +108,21 @@ func FitLinear(s []Sample) (Linear, float64, error) {
 		l.Beta = (n*sxy - sx*sy) / den
 		l.Alpha = (sy - l.Beta*sx) / n
 	}
+	if l.Alpha < 0 || l.Beta < 0 {
+		// A time cannot fall with size or start below zero: noisy samples
+		// (a loaded machine) fit that way. The best fit with α, β ≥ 0 lies
+		// on a boundary: through the origin (α = 0) or flat (β = 0).
+		l = nonNegFit(s, Linear{Beta: math.Max(0, sxy/sxx)}, Linear{Alpha: math.Max(0, sy/n)})
+	}
 	return l, rmse(l, s), nil
+}
+
+// nonNegFit is the candidate with the smaller relative error.
+func nonNegFit(s []Sample, a, b Linear) Linear {
+	if rmse(a, s) <= rmse(b, s) {
+		return a
+	}
+	return b
 }
 
 // FitAuto fits a linear model and a piecewise one (trying every sample's x

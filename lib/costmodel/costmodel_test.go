@@ -64,3 +64,25 @@ func TestSubadditive(t *testing.T) {
 	// The counterexample that makes it non-subadditive.
 	assert.Greater(t, p.At(12), p.At(6)+p.At(6)-1.5)
 }
+
+// Noisy samples whose least-squares line starts below zero (a loaded
+// machine: the small messages waited longest) fit with α, β ≥ 0; the
+// planners then never see a negative time.
+func TestFitLinearNeverNegative(t *testing.T) {
+	s := []Sample{{X: 1 << 10, T: 9e6}, {X: 1 << 20, T: 2e6}, {X: 4 << 20, T: 9e6}, {X: 8 << 20, T: 15e6}}
+	l, _, err := FitLinear(s)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, l.Alpha, 0.0)
+	require.GreaterOrEqual(t, l.Beta, 0.0)
+	require.Positive(t, l.At(1))
+	// Falling times: flat.
+	l, _, err = FitLinear([]Sample{{X: 1, T: 10}, {X: 2, T: 8}, {X: 3, T: 6}})
+	require.NoError(t, err)
+	require.Zero(t, l.Beta)
+	require.Positive(t, l.Alpha)
+	// A clean line keeps its exact fit.
+	l, _, err = FitLinear([]Sample{{X: 0, T: 5}, {X: 10, T: 25}, {X: 20, T: 45}})
+	require.NoError(t, err)
+	require.InDelta(t, 5, l.Alpha, 1e-9)
+	require.InDelta(t, 2, l.Beta, 1e-12)
+}

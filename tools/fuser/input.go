@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
+	"strings"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/costmodel"
@@ -23,7 +26,8 @@ type ModelFlags struct {
 	CommSamples string  `help:"Fit the communication cost from a stream of stats frames with values bytes and ns (or the model's own comm samples when no flag is given)." type:"existingfile" env:"TRAINWIRE_COMM_SAMPLES"`
 	CompAlphaUS float64 `name:"comp-alpha-us" help:"Compression launch time per group (encode + decode), microseconds (α_h)." default:"-1" env:"TRAINWIRE_COMP_ALPHA_US"`
 	CompGBps    float64 `name:"comp-gbps" help:"Compression throughput (encode + decode) in GB/s (1/β_h)." default:"-1" env:"TRAINWIRE_COMP_GBPS"`
-	CompSamples string  `help:"Fit the compression cost from a stream of stats frames with values bytes and ns (or encode_ns and decode_ns), as compressor bench writes; piecewise where the data says so." type:"existingfile" env:"TRAINWIRE_COMP_SAMPLES"`
+	CompSamples string  `help:"Fit the compression cost from a stream of stats frames with values bytes and ns (or encode_ns and decode_ns), or compressor bench's output (bytes_in, encode_ns_mean + decode_ns_mean); piecewise where the data says so." type:"existingfile" env:"TRAINWIRE_COMP_SAMPLES"`
+	CompAlgo    string  `help:"Use only the samples labelled with this algo (needed when --comp-samples holds several, as compressor bench writes)." env:"TRAINWIRE_COMP_ALGO"`
 }
 
 // badInput marks errors in the user's model or profile: exit code 2.
@@ -54,11 +58,11 @@ func (f *ModelFlags) load(rio *cli.IO) (*fusion.Problem, *wire.Model, map[string
 	if m.ForwardNS < 0 {
 		return nil, nil, nil, badInput("forward_ns %d is negative", m.ForwardNS)
 	}
-	comm, commDesc, err := f.cost("comm", f.CommAlphaUS, f.CommGBps, f.CommSamples, m.Comm)
+	comm, commDesc, err := f.cost("comm", f.CommAlphaUS, f.CommGBps, f.CommSamples, "", m.Comm)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	comp, compDesc, err := f.cost("comp", f.CompAlphaUS, f.CompGBps, f.CompSamples, nil)
+	comp, compDesc, err := f.cost("comp", f.CompAlphaUS, f.CompGBps, f.CompSamples, f.CompAlgo, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -75,8 +79,8 @@ func (f *ModelFlags) readModel(rio *cli.IO) (*wire.Model, error) {
 
 // cost builds one cost model (ns as a function of bytes): from α and rate
 // flags when given, else fitted from a samples file, else from the
-// model's own samples.
-func (f *ModelFlags) cost(what string, alphaUS, gbps float64, samples string, own []wire.CommSample) (costmodel.Cost, string, error) {
+// model's own samples. algo, when set, keeps the samples labelled with it.
+func (f *ModelFlags) cost(what string, alphaUS, gbps float64, samples, algo string, own []wire.CommSample) (costmodel.Cost, string, error) {
 	flag := func(s string) string { return "--" + what + "-" + s }
 	switch {
 	case alphaUS >= 0 || gbps >= 0:
@@ -87,7 +91,7 @@ func (f *ModelFlags) cost(what string, alphaUS, gbps float64, samples string, ow
 		c := costmodel.Linear{Alpha: alphaUS * 1e3, Beta: 1 / gbps}
 		return c, fmt.Sprintf("flags: alpha %g us, %g GB/s", alphaUS, gbps), nil
 	case samples != "":
-		s, err := readSamples(samples, f.Limits())
+		s, err := readSamples(samples, algo, f.Limits())
 		if err != nil {
 			return nil, "", err
 		}
@@ -111,8 +115,10 @@ func fitted(what, from string, s []costmodel.Sample) (costmodel.Cost, string, er
 }
 
 // readSamples reads stats frames whose values carry bytes and ns (or
-// encode_ns + decode_ns).
-func readSamples(path string, lim wire.Limits) ([]costmodel.Sample, error) {
+// encode_ns + decode_ns, or compressor bench's bytes_in and
+// encode_ns_mean + decode_ns_mean). algo, when set, keeps the frames
+// labelled with it; when unset, frames must not name several algos.
+func readSamples(path, algo string, lim wire.Limits) ([]costmodel.Sample, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -120,6 +126,7 @@ func readSamples(path string, lim wire.Limits) ([]costmodel.Sample, error) {
 	defer fh.Close()
 	r := wire.NewReader(fh, lim)
 	var out []costmodel.Sample
+	algos := map[string]bool{}
 	for {
 		fr, err := r.Next()
 		if err == io.EOF {
@@ -129,22 +136,40 @@ func readSamples(path string, lim wire.Limits) ([]costmodel.Sample, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		st, ok := fr.(*wire.Stats)
-		if !ok {
+		if !ok || (algo != "" && st.Labels["algo"] != algo) {
 			continue
 		}
-		x, okx := st.Values["bytes"]
-		t, okt := st.Values["ns"]
-		if !okt {
-			e, oke := st.Values["encode_ns"]
-			d, okd := st.Values["decode_ns"]
-			t, okt = e+d, oke && okd
-		}
-		if okx && okt {
-			out = append(out, costmodel.Sample{X: x, T: t})
+		if s, ok := sample(st.Values); ok {
+			out = append(out, s)
+			if a := st.Labels["algo"]; a != "" {
+				algos[a] = true
+			}
 		}
 	}
-	if len(out) == 0 {
+	switch {
+	case len(out) == 0 && algo != "":
+		return nil, badInput("%s: no stats frame labelled algo=%s with values bytes and ns (or encode_ns and decode_ns)", path, algo)
+	case len(out) == 0:
 		return nil, badInput("%s: no stats frame with values bytes and ns (or encode_ns and decode_ns)", path)
+	case len(algos) > 1:
+		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("%s holds samples of %d algos (%s): say which with --comp-algo", path, len(algos), strings.Join(slices.Sorted(maps.Keys(algos)), ", ")))
 	}
 	return out, nil
+}
+
+// sample is one (bytes, ns) point of a stats frame's values, in any of
+// the three spellings readSamples accepts.
+func sample(v map[string]float64) (costmodel.Sample, bool) {
+	if x, ok := v["bytes"]; ok {
+		if t, ok := v["ns"]; ok {
+			return costmodel.Sample{X: x, T: t}, true
+		}
+		e, oke := v["encode_ns"]
+		d, okd := v["decode_ns"]
+		return costmodel.Sample{X: x, T: e + d}, oke && okd
+	}
+	x, okx := v["bytes_in"]
+	e, oke := v["encode_ns_mean"]
+	d, okd := v["decode_ns_mean"]
+	return costmodel.Sample{X: x, T: e + d}, okx && oke && okd
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/clitest"
 	"trainwire.dev/lib/wire"
 )
 
@@ -166,4 +168,28 @@ func TestPiecewiseSamples(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &rep))
 	assert.False(t, rep.ProvenOptimal)
 	assert.Contains(t, stderr, "not proven optimal")
+}
+
+// compressor bench's own output (bytes_in, encode_ns_mean, decode_ns_mean,
+// one frame per algo and size, memcpy among them) is what --comp-samples
+// reads: with several algos in it, --comp-algo says which.
+func TestCompressorBenchSamples(t *testing.T) {
+	bench := filepath.Join(t.TempDir(), "bench.tw")
+	cmd := exec.Command(clitest.Binary(t, "compressor"), "bench", "--algos", "fp16,topk", "--sizes", "64KiB,256KiB,1MiB", "--iters", "1", "--warmup", "0")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", errb.String())
+	require.NoError(t, os.WriteFile(bench, out, 0o644))
+	args := append([]string{"plan", "--model", "testdata/g1.json", "--format", "json", "--comp-samples", bench}, g1Costs[:4]...)
+	code, _, stderr := runFuser(t, nil, args...)
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Contains(t, stderr, "3 algos (fp16, memcpy, topk)")
+	assert.Contains(t, stderr, "--comp-algo")
+	code, out, stderr = runFuser(t, nil, append(args, "--comp-algo", "fp16", "--format", "table")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, string(out), "fitted from 3 samples")
+	code, _, stderr = runFuser(t, nil, append(args, "--comp-algo", "dgc")...)
+	assert.Equal(t, cli.ExitBadInput, code)
+	assert.Contains(t, stderr, "algo=dgc")
 }

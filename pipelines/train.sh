@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs a training script on NPROC local CPU processes under torchrun, with trainwire's tools on
+# PATH (the hooks start `hashsync serve` and the other sidecars from there) and its Python
+# package importable (clients/python, unless it is pip-installed).
+#
+# Usage: pipelines/train.sh SCRIPT [ARGS...]          e.g. pipelines/train.sh examples/deepfm.py --sync hashsync
+# Env:   NPROC (4)            processes (ranks) on this machine
+#        MASTER_PORT          torch's rendezvous port (default: a free one; the sidecars take +1)
+#        MAX_RESTARTS (0)     torchrun --max_restarts: restart every rank after one dies
+#        TIMEOUT (1200)       seconds before the whole run is stopped
+#        BIN                  trainwire's binaries (default: bin/ next to this script)
+# Exit: torchrun's (0 when every rank exited 0), 124 on timeout.
+#
+# Debian's torch 1.13 on Python 3.11: torchrun's default --redirects/--tee ("0") crash at start
+# (AttributeError: 'NoneType' object has no attribute 'get'): Std.from_str looks the value up by
+# iterating the IntFlag Std, and since Python 3.11 that iteration skips the zero member NONE, so
+# "0" maps to None. A mapping for a local rank that does not exist ("9:0") means "no redirection"
+# for every rank and parses; PET_REDIRECTS/PET_TEE are the environment forms of the two flags.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+BIN=${BIN:-$here/bin}
+NPROC=${NPROC:-4}
+MAX_RESTARTS=${MAX_RESTARTS:-0}
+TIMEOUT=${TIMEOUT:-1200}
+PY=/usr/bin/python3   # Debian's python3-torch; another python3 on PATH may lack torch
+if [ -z "${MASTER_PORT:-}" ]; then
+  MASTER_PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+fi
+export PATH="$BIN:$PATH" TRAINWIRE_BIN="$BIN"
+$PY -c 'import trainwire' 2>/dev/null || export PYTHONPATH="$here/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+export PET_REDIRECTS=${PET_REDIRECTS:-9:0} PET_TEE=${PET_TEE:-9:0}
+exec timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nproc_per_node "$NPROC" \
+  --master_addr 127.0.0.1 --master_port "$MASTER_PORT" --max_restarts "$MAX_RESTARTS" "$@"
