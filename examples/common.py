@@ -125,9 +125,11 @@ class Metrics:
             if self.out:
                 self.out.write(json.dumps(s) + "\n")
                 self.out.flush()
-            print("%s --sync %s: %d steps, loss %.5f, %.1f samples/s" % (
-                self.name, self.args.sync, s["steps"], s["final_loss"] or float("nan"),
-                s["samples_per_s"] or 0.0), file=sys.stderr)
+            rate = "%.1f samples/s" % s["samples_per_s"] if s["samples_per_s"] else \
+                "no samples/s (all %d steps were warm-up)" % s["steps"]
+            print("%s --sync %s: %d steps, loss %.5f, %s" % (
+                self.name, self.args.sync, s["steps"], s["final_loss"] or float("nan"), rate),
+                file=sys.stderr)
         return s
 
 

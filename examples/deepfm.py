@@ -85,7 +85,7 @@ def main():
     net = DeepFM(args.rows, args.dim, args.fields, [int(h) for h in args.hidden.split(",") if h],
                  sparse=args.sync == "sparse")
     sync = common.Sync(args, net)
-    opt = torch.optim.SGD(sync.model.parameters(), lr=args.lr or 0.05)
+    opt = torch.optim.SGD(sync.model.parameters(), lr=args.lr or 0.5)
     data = Clicks(args.rows, args.fields, args.batch, args.zipf, args.seed, rank)
     loss = nn.BCEWithLogitsLoss()
 

@@ -1,38 +1,68 @@
 #!/usr/bin/env bash
-# trainwire demo: 4 ranks on loopback synchronize gradients with the ring
-# allreduce every tool builds on, check the result against the reference
-# sum element by element, and report the throughput.
+# trainwire's main job on one machine: a real PyTorch training run profiled, planned, and trained
+# through trainwire side by side with gloo DDP, then a report and a picture.
 #
-# Usage: pipelines/demo.sh        (make demo builds bin/ first)
-# Env:   WORLD (4), SIZES (1MiB,16MiB,64MiB), ITERS (5)
+#   1. profile  examples/deepfm.py under torchrun (4 CPU ranks, gloo DDP) with torch.profiler
+#   2. plan     profiler summary + model on those traces → fuser plan (pipelines/profile-plan.sh)
+#   3. train    the same model, seed and data twice: gloo DDP, and DDP with trainwire's
+#               hashsync hook (Zen's hashed sparse sync through this rank's `hashsync serve`)
+#   4. report   a table (samples/s, step time, final loss against gloo DDP's) and pictures
+#               in OUTDIR: report.png (loss curves, throughput), timeline.png (one profiled step)
+#
+# Usage: pipelines/demo.sh              (make demo installs what it needs and builds bin/ first)
+# Env:   OUT (out/demo)  where everything goes; each stage's log is OUT/logs/<stage>.log
+#        SHORT=1         a short run (the test suite's): fewer rows and steps
+#        STEPS, ROWS, BATCH   override the run's size
+# Exit:  0, or the failing stage's exit code after a line naming the stage and its log.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-$PWD/bin}
-WORLD=${WORLD:-4}
-SIZES=${SIZES:-1MiB,16MiB,64MiB}
-ITERS=${ITERS:-5}
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export TRAINWIRE_TOKEN=${TRAINWIRE_TOKEN:-demo-$RANDOM$RANDOM}
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+OUT=${OUT:-$here/out/demo}
+BIN=${BIN:-$here/bin}
+export BIN
+if [ "${SHORT:-0}" = 1 ]; then
+  STEPS=${STEPS:-12} ROWS=${ROWS:-50000} BATCH=${BATCH:-256}
+else
+  STEPS=${STEPS:-40} ROWS=${ROWS:-200000} BATCH=${BATCH:-512}
+fi
+MODEL=(examples/deepfm.py --rows "$ROWS" --batch "$BATCH" --seed 1)
+rm -rf "$OUT"
+mkdir -p "$OUT/logs"
+t0=$SECONDS
 
-echo "demo: $WORLD ranks on loopback, allreduce of $SIZES, $ITERS iterations each" >&2
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-for ((r = 1; r < WORLD; r++)); do
-  timeout 300 "$BIN/hashsync" check --rank "$r" --world "$WORLD" --master "127.0.0.1:$port" \
-    --sizes "$SIZES" --iters "$ITERS" --log-level warn &
-  pids+=($!)
-done
-timeout 300 "$BIN/hashsync" check --rank 0 --world "$WORLD" --master "127.0.0.1:$port" \
-  --sizes "$SIZES" --iters "$ITERS" --format table --log-level warn
-for p in "${pids[@]}"; do wait "$p"; done
-pids=()
-echo "demo: every rank's result matched the reference sum" >&2
+# stage NAME CMD...: runs CMD with its output in OUT/logs/NAME.log; on failure says which stage
+# failed, shows the log's tail and exits with CMD's code.
+stage() {
+  local name=$1 log="$OUT/logs/$1.log" rc=0 t=$SECONDS
+  shift
+  echo "demo: [$name] $*" >&2
+  "$@" > "$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "demo: stage '$name' failed (exit $rc); read $log — its last lines:" >&2
+    tail -n 15 "$log" | sed 's/^/  | /' >&2
+    exit "$rc"
+  fi
+  echo "demo: [$name] done in $((SECONDS - t)) s" >&2
+}
 
-# Stage 2: plan Cupcake's tensor fusion for a 314-gradient ResNet-101-like
-# profile: DGC-like compression (0.4 ms launch, 250 GB/s) and an allgather of
-# 1 % of the bytes over 10 Gbit/s among 8 ranks.
-echo "demo: optimal tensor fusion for a 314-gradient model (fuser plan)" >&2
-"$BIN/fuser" plan --model tools/fuser/testdata/resnet101-like.json \
-  --comm-alpha-us 50 --comm-gbps 15.625 --comp-alpha-us 400 --comp-gbps 250 \
-  --format table --log-level warn
+stage profile-plan pipelines/profile-plan.sh "$OUT/plan" "${MODEL[@]}"
+stage train-ddp pipelines/train.sh "${MODEL[@]}" --sync ddp --steps "$STEPS" --metrics "$OUT/ddp.jsonl"
+stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
+  --metrics "$OUT/trainwire.jsonl"
+stage report /usr/bin/python3 pipelines/report.py --png "$OUT/report.png" --json "$OUT/report.json" \
+  "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl"
+stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo DDP)" \
+  -o "$OUT/timeline.png" "$OUT/plan/traces/rank-0.json" "$OUT/plan/traces/rank-1.json"
+
+{
+  echo
+  echo "trainwire demo: DeepFM-like model ($ROWS × 16 embedding, batch $BATCH per rank), 4 CPU ranks on loopback, $STEPS steps"
+  echo
+  cat "$OUT/logs/report.log" | grep -v '^report: wrote'
+  echo
+  echo "plan (Cupcake's fusion of the profiled model's gradients):"
+  sed -n '1p;/^  group/,/^baselines/p' "$OUT/plan/fusion.txt" | grep -v '^baselines' | sed 's/^/  /'
+  echo
+  echo "demo: done in $((SECONDS - t0)) s; everything it wrote is under $OUT:"
+  (cd "$OUT" && find . -type f | sed 's|^\./|  |' | sort)
+} >&2
