@@ -11,7 +11,11 @@
 #
 # Usage: pipelines/demo.sh              (make demo installs what it needs and builds bin/ first)
 # Env:   OUT (out/demo)  where everything goes; each stage's log is OUT/logs/<stage>.log
-#        SHORT=1         a short run (the test suite's): fewer rows and steps
+#        SHORT=1         a short run (the test suite's): fewer rows and steps, on loopback
+#        NET (auto)      where the training stages run: cluster (the emulated cluster of
+#                        bench/cluster.sh, RATE links: needs root, iproute2 and tc), loopback, or
+#                        auto (cluster when possible, else loopback; the report says which)
+#        RATE (1gbit)    the cluster's per-host link
 #        STEPS, ROWS, BATCH   override the run's size
 # Exit:  0, or the failing stage's exit code after a line naming the stage and its log.
 set -euo pipefail
@@ -26,6 +30,20 @@ else
   STEPS=${STEPS:-40} ROWS=${ROWS:-200000} BATCH=${BATCH:-512}
 fi
 MODEL=(examples/deepfm.py --rows "$ROWS" --batch "$BATCH" --seed 1)
+RATE=${RATE:-1gbit}
+NET=${NET:-auto}
+[ "${SHORT:-0}" != 1 ] || [ "$NET" != auto ] || NET=loopback
+if [ "$NET" = auto ]; then
+  NET=loopback
+  if [ "$(id -u)" = 0 ] && command -v ip > /dev/null && command -v tc > /dev/null && ip netns list > /dev/null 2>&1; then
+    NET=cluster
+  fi
+fi
+case "$NET" in
+cluster) where="the emulated cluster (one network namespace per rank, $RATE links)"; export CLUSTER_RATE=$RATE ;;
+loopback) where="loopback (one machine, no link shaping)" ;;
+*) echo "demo: NET is cluster, loopback or auto, not '$NET'" >&2; exit 2 ;;
+esac
 rm -rf "$OUT"
 mkdir -p "$OUT/logs"
 t0=$SECONDS
@@ -45,6 +63,7 @@ stage() {
   echo "demo: [$name] done in $((SECONDS - t)) s" >&2
 }
 
+echo "demo: training stages run on $where" >&2
 stage profile-plan pipelines/profile-plan.sh "$OUT/plan" "${MODEL[@]}"
 stage train-ddp pipelines/train.sh "${MODEL[@]}" --sync ddp --steps "$STEPS" --metrics "$OUT/ddp.jsonl"
 stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
@@ -56,7 +75,8 @@ stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo 
 
 {
   echo
-  echo "trainwire demo: DeepFM-like model ($ROWS × 16 embedding, batch $BATCH per rank), 4 CPU ranks on loopback, $STEPS steps"
+  echo "trainwire demo: DeepFM-like model ($ROWS × 16 embedding, batch $BATCH per rank), 4 CPU ranks, $STEPS steps"
+  echo "trained on $where"
   echo
   cat "$OUT/logs/report.log" | grep -v '^report: wrote'
   echo

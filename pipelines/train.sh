@@ -9,7 +9,13 @@
 #        MAX_RESTARTS (0)     torchrun --max_restarts: restart every rank after one dies
 #        TIMEOUT (1200)       seconds before the whole run is stopped
 #        BIN                  trainwire's binaries (default: bin/ next to this script)
-# Exit: torchrun's (0 when every rank exited 0), 124 on timeout.
+#        CLUSTER_RATE         run in the emulated cluster of bench/cluster.sh instead of on
+#                             loopback: one host (network namespace) per rank, each with a link
+#                             shaped at this rate (e.g. 1gbit, 100mbit); needs root and iproute2.
+#                             Each host runs torchrun --nnodes NPROC --node_rank r; gloo and the
+#                             sidecars use the hosts' addresses (TRAINWIRE_BIND, no Unix sockets).
+# Exit: torchrun's (0 when every rank exited 0; in the cluster, the first failing host's), 124 on
+# timeout.
 #
 # Debian's torch 1.13 on Python 3.11: torchrun's default --redirects/--tee ("0") crash at start
 # (AttributeError: 'NoneType' object has no attribute 'get'): Std.from_str looks the value up by
@@ -18,7 +24,7 @@
 # for every rank and parses; PET_REDIRECTS/PET_TEE are the environment forms of the two flags.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BIN=${BIN:-$here/bin}
 NPROC=${NPROC:-4}
 MAX_RESTARTS=${MAX_RESTARTS:-0}
@@ -30,5 +36,25 @@ fi
 export PATH="$BIN:$PATH" TRAINWIRE_BIN="$BIN"
 $PY -c 'import trainwire' 2>/dev/null || export PYTHONPATH="$here/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 export PET_REDIRECTS=${PET_REDIRECTS:-9:0} PET_TEE=${PET_TEE:-9:0}
-exec timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nproc_per_node "$NPROC" \
-  --master_addr 127.0.0.1 --master_port "$MASTER_PORT" --max_restarts "$MAX_RESTARTS" "$@"
+if [ -z "${CLUSTER_RATE:-}" ]; then
+  exec timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nproc_per_node "$NPROC" \
+    --master_addr 127.0.0.1 --master_port "$MASTER_PORT" --max_restarts "$MAX_RESTARTS" "$@"
+fi
+
+. "$here/bench/lib.sh"   # cluster_up/cluster_down, and a trap that stops PIDS and the cluster
+cluster_up "$NPROC" "$CLUSTER_RATE"
+for ((r = 0; r < NPROC; r++)); do
+  "$CLUSTER" exec "$r" env TRAINWIRE_BIND="10.99.0.$((r + 1))" TRAINWIRE_NO_UNIX=1 GLOO_SOCKET_IFNAME=eth0 \
+    timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nnodes "$NPROC" --node_rank "$r" \
+    --nproc_per_node 1 --master_addr 10.99.0.1 --master_port "$MASTER_PORT" \
+    --max_restarts "$MAX_RESTARTS" "$@" &
+  PIDS+=($!)
+done
+status=0
+for p in "${PIDS[@]}"; do
+  rc=0
+  wait "$p" || rc=$?
+  [ "$status" != 0 ] || status=$rc
+done
+PIDS=()
+exit "$status"
