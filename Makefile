@@ -13,7 +13,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
-.PHONY: all deps build test test-go test-race-short test-python fuzz fuzz-short bench demo lint race clean \
+.PHONY: all deps build test test-go test-race-short test-python test-demo fuzz fuzz-short bench demo lint race clean \
 	deps-cuda cuda cuda-test-bins ptx test-cudaemu test-gpu-emu
 
 all: build
@@ -28,7 +28,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix trainwire.dev/tools/,$(TOOLS))
 
 ## test: unit, property, multi-process and interop tests, then a short fuzz pass
-test: deps build test-go test-race-short test-gpu-emu test-python fuzz-short
+test: deps build test-go test-race-short test-gpu-emu test-python test-demo fuzz-short
 
 ## test-go: every Go package; the srun/sbatch tests run against a single-node Slurm cluster that
 ## scripts/slurm.sh starts for the run and stops after (if it cannot, it prints why and they skip)
@@ -47,6 +47,12 @@ test-python:
 	@log=$$(mktemp); cd clients/python && \
 	if TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 /usr/bin/python3 -m unittest discover -s tests -t . -v > $$log 2>&1; \
 	then tail -n 3 $$log; rm -f $$log; else cat $$log; rm -f $$log; exit 1; fi
+
+## test-demo: the demo's short version (loopback, small model), then its promises checked
+test-demo:
+	@out=$$(mktemp -d); \
+	if SHORT=1 OUT=$$out bash pipelines/demo.sh 2> $$out.log; then sed -n '/^trainwire demo/,/^demo: done/p' $$out.log; else cat $$out.log; rm -rf $$out $$out.log; exit 1; fi; \
+	/usr/bin/python3 pipelines/check_demo.py $$out; rc=$$?; rm -rf $$out $$out.log; exit $$rc
 
 ## fuzz-short: every fuzz target for a few seconds (CI)
 fuzz-short:

@@ -20,8 +20,8 @@
 # Exit:  0, or the failing stage's exit code after a line naming the stage and its log.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$(realpath -m "${OUT:-$here/out/demo}")
 cd "$here"
-OUT=${OUT:-$here/out/demo}
 BIN=${BIN:-$here/bin}
 export BIN
 if [ "${SHORT:-0}" = 1 ]; then
@@ -46,6 +46,7 @@ loopback) where="loopback (one machine, no link shaping)" ;;
 esac
 rm -rf "$OUT"
 mkdir -p "$OUT/logs"
+export TRAINWIRE_DEMO=$OUT   # marks every process the demo starts (check_demo.py looks for leftovers)
 t0=$SECONDS
 
 # stage NAME CMD...: runs CMD with its output in OUT/logs/NAME.log; on failure says which stage

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Checks what pipelines/demo.sh promised, from what it left in OUT (make test-demo runs it after a
+SHORT=1 demo).
+
+usage: check_demo.py OUT
+
+- every stage ran and the two training runs recorded every step;
+- trainwire's loss curve equals gloo DDP's within 1e-5 relative at every step (the hook's
+  tolerance, issue 27);
+- report.png and timeline.png are valid PNGs of non-trivial size;
+- the plan stage wrote a model with gradients and a fusion plan;
+- no process the demo started is left (none carries its mark TRAINWIRE_DEMO=OUT).
+Exit 0 when all hold, 1 with one line per broken promise.
+"""
+
+import json
+import os
+import struct
+import sys
+
+TOLERANCE = 1e-5
+
+
+def steps(path):
+    with open(path) as f:
+        return [r for r in map(json.loads, filter(str.strip, f)) if not r.get("summary")]
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+def leftovers(out):
+    """Processes still running with the demo's mark (TRAINWIRE_DEMO=OUT, which demo.sh exports
+    to everything it starts)."""
+    mark = ("TRAINWIRE_DEMO=%s" % os.path.abspath(out)).encode()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                left.append("%s %s" % (pid, f.read().replace(b"\0", b" ").decode(errors="replace")))
+        except OSError:   # gone meanwhile, or not ours to read
+            continue
+    return left
+
+
+def check(out):
+    bad = []
+    for stage in ("profile-plan", "train-ddp", "train-trainwire", "report", "timeline"):
+        if not os.path.exists(os.path.join(out, "logs", stage + ".log")):
+            bad.append("stage %s did not run (no logs/%s.log)" % (stage, stage))
+    try:
+        ddp, tw = steps(os.path.join(out, "ddp.jsonl")), steps(os.path.join(out, "trainwire.jsonl"))
+    except OSError as e:
+        return bad + ["metrics: %s" % e]
+    if not ddp or len(ddp) != len(tw):
+        bad.append("runs recorded %d and %d steps" % (len(ddp), len(tw)))
+    for a, b in zip(ddp, tw):
+        rel = abs(a["loss"] - b["loss"]) / max(abs(a["loss"]), 1e-30)
+        if rel > TOLERANCE:
+            bad.append("step %d: loss %.8g (trainwire) vs %.8g (gloo DDP): %.2e relative > %g"
+                       % (a["step"], b["loss"], a["loss"], rel, TOLERANCE))
+            break
+    for name, min_bytes in (("report.png", 20000), ("timeline.png", 10000)):
+        p = os.path.join(out, name)
+        size = png_size(p) if os.path.exists(p) else None
+        if size is None:
+            bad.append("%s is missing or not a PNG" % name)
+        elif os.path.getsize(p) < min_bytes or min(size) < 200:
+            bad.append("%s is trivial: %d bytes, %dx%d" % (name, os.path.getsize(p), *size))
+    with open(os.path.join(out, "plan", "fusion.txt")) as f:
+        plan = f.read()
+    if "predicted iteration" not in plan or "group" not in plan:
+        bad.append("plan/fusion.txt holds no fusion plan")
+    bad += ["left running: %s" % p for p in leftovers(out)]
+    return bad
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    bad = check(sys.argv[1])
+    for b in bad:
+        print("check_demo: %s" % b, file=sys.stderr)
+    if bad:
+        sys.exit(1)
+    print("check_demo: every promise of the demo holds (%s)" % sys.argv[1], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
