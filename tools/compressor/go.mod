@@ -19,6 +19,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
 	gorgonia.org/cu v0.9.6 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace trainwire.dev/lib => ../../lib
