@@ -220,7 +220,12 @@ func (s *Syncer) Mesh() *mesh.Mesh { return s.m }
 
 // MismatchError is a disagreement between ranks about a tensor or the
 // configuration; every rank reports it, naming another rank. Exit code 2.
-type MismatchError struct{ Msg string }
+type MismatchError struct {
+	Msg string
+	// Rank is the other rank; Field what differs, Theirs and Mine its values.
+	Rank                int
+	Field, Theirs, Mine string
+}
 
 func (e *MismatchError) Error() string { return e.Msg }
 
@@ -313,8 +318,8 @@ func (s *Syncer) agree(ctx context.Context, what string, fields []string) error 
 				key, _, _ = strings.Cut(t, "=")
 			}
 			_, tv, _ := strings.Cut(t, "=")
-			return &MismatchError{fmt.Sprintf("%s: rank %d has %s %s, this rank (%d) has %s: every rank must sync the same tensors in the same order with the same flags",
-				what, p, key, tv, s.r, mv)}
+			return &MismatchError{Msg: fmt.Sprintf("%s: rank %d has %s %s, this rank (%d) has %s: every rank must sync the same tensors in the same order with the same flags",
+				what, p, key, tv, s.r, mv), Rank: p, Field: key, Theirs: tv, Mine: mv}
 		}
 	}
 	return nil
@@ -339,9 +344,19 @@ func (s *Syncer) Sync(ctx context.Context, u *Unit, sp Spec) ([]float32, *Stats,
 	if d, err := wire.Numel(shape); err != nil || d != int64(len(u.Data)) {
 		return nil, nil, s.local(fmt.Errorf("tensor %q: shape %v does not hold %d elements", u.Name, shape, len(u.Data)))
 	}
-	fields := append([]string{"tensor=" + u.Name, fmt.Sprint("step=", u.Step), fmt.Sprint("shape=", shape)}, sp.Fields()...)
+	// A NaN or Inf is agreed on too: every rank then fails with a
+	// mismatch naming the rank that has it, instead of the one rank
+	// aborting the job.
+	input := "finite"
+	if err := codec.CheckFinite(u.Name, u.Data); err != nil {
+		input = "not finite (" + err.Error() + ")"
+	}
+	fields := append([]string{"tensor=" + u.Name, fmt.Sprint("step=", u.Step), fmt.Sprint("shape=", shape), "input=" + input}, sp.Fields()...)
 	if err := s.agree(ctx, fmt.Sprintf("tensor #%d (%q)", s.seq, u.Name), fields); err != nil {
 		return nil, nil, err
+	}
+	if input != "finite" { // the same on every rank: all of them refuse it
+		return nil, nil, &MismatchError{Msg: fmt.Sprintf("tensor #%d (%q): every rank's input is %s here", s.seq, u.Name, input), Rank: s.r, Field: "input", Theirs: input, Mine: input}
 	}
 	before := s.m.Counters()
 	st := &Stats{Collective: sp.Collective, Times: map[string]float64{}}
