@@ -65,4 +65,3 @@ func TestPowerSGDPlan(t *testing.T) {
 		t.Fatalf("decode[0] = %v, want %v", dst[0], s)
 	}
 }
-
