@@ -48,10 +48,14 @@ func rankData(r, steps int) [][][]float32 {
 }
 
 // streamOf writes rank r's gradients as a stream with step ends.
-func streamOf(t *testing.T, data [][][]float32) []byte {
+func streamOf(t *testing.T, data [][][]float32) []byte { return streamFrom(t, data, 0) }
+
+// streamFrom is streamOf with the steps numbered from first.
+func streamFrom(t *testing.T, data [][][]float32, first int) []byte {
 	var b bytes.Buffer
 	w := wire.NewWriter(&b, "test")
-	for s, ts := range data {
+	for s0, ts := range data {
+		s := s0 + first
 		for i, x := range ts {
 			f := wire.NewDenseF32(e2eModel[i].name, x, e2eModel[i].shape...)
 			f.Step = int64(s)
@@ -415,5 +419,52 @@ func TestSyncPlanProcesses(t *testing.T) {
 		if code == 2 {
 			require.Contains(t, p.Stderr.String(), `tensor "fc.bias" is not in the compression plan for model "resnet"`)
 		}
+	}
+}
+
+// The error-feedback state carries across runs: two steps in one run
+// equal step 0 with --state-out, then step 1 with --state-in, bit for bit
+// (partitioned keeps state at two compression points).
+func TestSyncStateAcrossRuns(t *testing.T) {
+	const world = 3
+	dir := t.TempDir()
+	data := make([][][][]float32, world)
+	for r := range world {
+		data[r] = rankData(r, 2)
+	}
+	args := []string{"--algo", "dgc", "--ratio", "0.05", "--seed", "2", "--collective", "partitioned", "--memory", "dgc"}
+	run := func(steps []int, extra func(r int) []string) [][]byte {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		ps := syncProcs(t, ctx, world, func(r int) io.Reader {
+			var d [][][]float32
+			for _, s := range steps {
+				d = append(d, data[r][s])
+			}
+			return bytes.NewReader(streamFrom(t, d, steps[0]))
+		}, extra, args...)
+		out := make([][]byte, world)
+		for r, p := range ps {
+			require.NoError(t, p.Cmd.Wait(), "rank %d: %s", r, p.Stderr.String())
+			var tensors bytes.Buffer
+			k := 0
+			for _, f := range readFrames(t, p.Stdout.Bytes()) {
+				if d, ok := f.(*wire.Dense); ok {
+					if k >= len(e2eModel)*(len(steps)-1) {
+						tensors.Write(d.Data)
+					}
+					k++
+				}
+			}
+			out[r] = tensors.Bytes()
+		}
+		return out
+	}
+	both := run([]int{0, 1}, nil)
+	run([]int{0}, func(r int) []string { return []string{"--state-out", filepath.Join(dir, fmt.Sprint("s", r))} })
+	second := run([]int{1}, func(r int) []string { return []string{"--state-in", filepath.Join(dir, fmt.Sprint("s", r))} })
+	for r := range world {
+		require.NotEmpty(t, both[r])
+		require.True(t, bytes.Equal(both[r], second[r]), "rank %d: step 1 differs after a state round trip", r)
 	}
 }

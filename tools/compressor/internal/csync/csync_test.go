@@ -2,6 +2,7 @@ package csync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -372,4 +373,35 @@ func listen(t tb) net.Listener {
 		t.Fatalf("listen: %v", err)
 	}
 	return ln
+}
+
+// A NaN on one rank fails every rank's sync with a mismatch naming it;
+// the next tensor syncs.
+func TestNaNOnOneRank(t *testing.T) {
+	ctx := context.Background()
+	ms := worldOf(t, 3)
+	errs := onAll(3, func(r int) error {
+		s, err := New(ctx, ms[r], nil)
+		if err != nil {
+			return err
+		}
+		cd, _ := codec.New("qsgd", codec.Options{})
+		x := make([]float32, 9)
+		if r == 1 {
+			x[4] = float32(math.Inf(1))
+		}
+		_, _, err = s.Sync(ctx, &Unit{Name: "w", Data: x}, Spec{Collective: AllGather, Codec: cd, Memory: "residual"})
+		var me *MismatchError
+		if !errors.As(err, &me) {
+			return fmt.Errorf("rank %d: %v, want a mismatch", r, err)
+		}
+		if r != 1 && (me.Rank != 1 || !strings.Contains(err.Error(), "+Inf")) {
+			return fmt.Errorf("rank %d: %v, want rank 1's +Inf named", r, err)
+		}
+		_, _, err = s.Sync(ctx, &Unit{Name: "w", Data: make([]float32, 9)}, Spec{Collective: AllGather, Codec: cd, Memory: "residual"})
+		return err
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
 }
