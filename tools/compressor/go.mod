@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/stretchr/testify v1.12.1
+	pgregory.net/rapid v1.3.0
 	trainwire.dev/lib v0.0.0
 )
 
@@ -19,7 +20,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
 	gorgonia.org/cu v0.9.6 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace trainwire.dev/lib => ../../lib
