@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/stretchr/testify v1.12.1
+	pgregory.net/rapid v1.3.0
 	trainwire.dev/lib v0.0.0
 )
 

@@ -1,0 +1,411 @@
+package csync
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"trainwire.dev/lib/codec"
+	"trainwire.dev/lib/collective"
+	"trainwire.dev/lib/tensor"
+	"trainwire.dev/lib/wire"
+)
+
+// dense: the ring allreduce of the uncompressed tensor.
+func (s *Syncer) dense(ctx context.Context, u *Unit) ([]float32, error) {
+	x := tensor.Alloc(len(u.Data))
+	copy(x, u.Data)
+	return x, s.comm.AllReduce(ctx, x)
+}
+
+func (s *Syncer) input(u *Unit) codec.Input {
+	return codec.Input{Name: u.Name, Step: u.Step, Shape: u.Shape, Data: u.Data}
+}
+
+// checkSize checks this rank's own payload against the codec's layout.
+func checkSize(name string, got int, want int64) error {
+	if want >= 0 && int64(got) != want {
+		return fmt.Errorf("tensor %q: the codec wrote %d payload bytes, its layout says %d", name, got, want)
+	}
+	return nil
+}
+
+// allgather: every rank's payload to every rank; each decoded and added
+// in rank order (this rank's own from its decoded encoding).
+func (s *Syncer) allgather(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
+	shape := u.shape()
+	f, sent, err := s.encode(sp, "", s.input(u), st)
+	if err != nil {
+		return nil, err
+	}
+	mine := payload(f)
+	size, err := s.size(sp.Codec, shape, u.Step)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSize(u.Name, len(mine), size); err != nil {
+		return nil, s.local(err)
+	}
+	counts, err := s.counts(ctx, size >= 0, []int{len(mine)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, sum(counts))
+	if err := s.comm.AllGatherVBytes(ctx, mine, counts, out); err != nil {
+		return nil, err
+	}
+	off := offsetsOf(counts)
+	acc := tensor.Alloc(len(u.Data))
+	var scratch []float32
+	for p := range s.n {
+		if p == s.r {
+			tensor.Add(acc, sent)
+			continue
+		}
+		fp, err := s.frameOf(sp.Codec, u.Name, u.Step, shape, p, out[off[p]:off[p+1]])
+		if err != nil {
+			return nil, err
+		}
+		if err := s.addFrame(acc, fp, &scratch, p); err != nil {
+			return nil, err
+		}
+	}
+	return acc, nil
+}
+
+// ring: the ring allreduce on the encoded bytes.
+func (s *Syncer) ring(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
+	shape := u.shape()
+	f, _, err := s.encode(sp, "", s.input(u), st)
+	if err != nil {
+		return nil, err
+	}
+	b := slices.Clone(payload(f))
+	size, err := s.size(sp.Codec, shape, u.Step)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSize(u.Name, len(b), size); err != nil {
+		return nil, s.local(err)
+	}
+	elem, red := 4, collective.Reducer(AddF32LE)
+	if a := sp.Codec.Algo(); a == "fp16" || a == "bf16" {
+		elem, red = 2, HalfReducer(a)
+	}
+	if err := s.comm.AllReduceBytes(ctx, b, elem, red); err != nil {
+		return nil, err
+	}
+	fr, err := s.frameOf(sp.Codec, u.Name, u.Step, shape, -1, b)
+	if err != nil {
+		return nil, err
+	}
+	return codec.DecodeLimit(fr, tensor.Alloc(len(u.Data)), s.MaxBytes)
+}
+
+// AddF32LE is the ring's ⊕ for little-endian f32 values: dst += src.
+func AddF32LE(dst, src []byte) {
+	for i := 0; i+4 <= len(dst); i += 4 {
+		a := math.Float32frombits(binary.LittleEndian.Uint32(dst[i:]))
+		b := math.Float32frombits(binary.LittleEndian.Uint32(src[i:]))
+		binary.LittleEndian.PutUint32(dst[i:], math.Float32bits(a+b))
+	}
+}
+
+// HalfReducer is the ring's ⊕ for fp16 or bf16: both blocks decoded to
+// f32 (exact), added, and the sum rounded back to the half type (nearest,
+// ties to even; an fp16 sum past ±65504 is ±Inf, as a cast gives). It
+// uses lib/codec's vector conversions, which equal the scalar ones
+// (codec.F32ToF16, …) bit for bit.
+func HalfReducer(algo string) collective.Reducer {
+	dt := wire.F16
+	to := codec.F32ToF16
+	if algo == "bf16" {
+		dt, to = wire.BF16, codec.F32ToBF16
+	}
+	c, err := codec.New(algo, codec.Options{})
+	if err != nil {
+		panic(err)
+	}
+	var a, b []float32
+	dec := func(dst []float32, src []byte) {
+		n := len(dst)
+		f := &wire.Compressed{Name: "ring", Algo: algo, Params: map[string]any{}, DType: wire.F32, Shape: []int64{int64(n)},
+			Parts: []wire.Part{{Name: "data", DType: dt, Shape: []int64{int64(n)}, Data: src}}}
+		if _, err := codec.Decode(f, dst); err != nil {
+			panic(err) // lengths are ours: cannot fail
+		}
+	}
+	return func(dst, src []byte) {
+		n := len(dst) / 2
+		if cap(a) < n {
+			a, b = tensor.Alloc(n), tensor.Alloc(n)
+		}
+		a, b = a[:n], b[:n]
+		dec(a, dst)
+		dec(b, src)
+		tensor.Add(a, b)
+		f, err := c.Encode(codec.Input{Name: "ring", Data: a})
+		if err == nil && f != nil {
+			copy(dst, f.Parts[0].Data)
+			return
+		}
+		for i, v := range a { // an overflow to ±Inf: the scalar cast
+			binary.LittleEndian.PutUint16(dst[2*i:], to(v))
+		}
+	}
+}
+
+// chunkBounds are the bounds of partition c of P over d elements of m
+// each (codec.Split's): [c·m, min((c+1)·m, d)), empty past d.
+func chunkBounds(d, m, c int) (int, int) {
+	lo := min(c*m, d)
+	return lo, min(lo+m, d)
+}
+
+// partitioned runs the three alltoall collectives: Partitioned, A2AAG and
+// A2ADense.
+func (s *Syncer) partitioned(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
+	n, r := s.n, s.r
+	d := len(u.Data)
+	m := int(codec.PartLen(int64(d), n))
+	cshape := []int64{int64(m)}
+	chunks, err := codec.Split(s.input(u), n)
+	if err != nil {
+		return nil, s.local(err)
+	}
+	size, err := s.size(sp.Codec, cshape, u.Step)
+	if err != nil {
+		return nil, err
+	}
+	var send []byte
+	sendCounts := make([]int, n)
+	var mySent []float32
+	for c := range n {
+		f, sent, err := s.encode(sp, "", chunks[c], st)
+		if err != nil {
+			return nil, err
+		}
+		pl := payload(f)
+		if err := checkSize(f.Name, len(pl), size); err != nil {
+			return nil, s.local(err)
+		}
+		send = append(send, pl...)
+		sendCounts[c] = len(pl)
+		if c == r {
+			mySent = sent
+		}
+	}
+	// all[p·n + c]: the size of rank p's chunk c.
+	all, err := s.counts(ctx, size >= 0, sendCounts)
+	if err != nil {
+		return nil, err
+	}
+	recvCounts := make([]int, n)
+	for p := range n {
+		recvCounts[p] = all[p*n+r]
+	}
+	recv := make([]byte, sum(recvCounts))
+	if err := s.comm.AllToAllVBytes(ctx, send, sendCounts, recv, recvCounts); err != nil {
+		return nil, err
+	}
+	ro := offsetsOf(recvCounts)
+	result := tensor.Alloc(d)
+	var scratch []float32
+	if sp.Collective == A2AAG {
+		// Rank q contributes what it received: every rank's chunk q.
+		gc := make([]int, n)
+		for q := range n {
+			for p := range n {
+				gc[q] += all[p*n+q]
+			}
+		}
+		out := make([]byte, sum(gc))
+		if err := s.comm.AllGatherVBytes(ctx, recv, gc, out); err != nil {
+			return nil, err
+		}
+		goff := offsetsOf(gc)
+		acc := tensor.Alloc(m)
+		for c := range n {
+			clear(acc)
+			off := goff[c]
+			for p := range n {
+				b := out[off : off+all[p*n+c]]
+				off += all[p*n+c]
+				fp, err := s.frameOf(sp.Codec, codec.PartName(u.Name, c, n), u.Step, cshape, p, b)
+				if err != nil {
+					return nil, err
+				}
+				if err := s.addFrame(acc, fp, &scratch, p); err != nil {
+					return nil, err
+				}
+			}
+			lo, hi := chunkBounds(d, m, c)
+			copy(result[lo:hi], acc)
+		}
+		return result, nil
+	}
+	// The sum of this rank's chunk, in rank order.
+	myName := codec.PartName(u.Name, r, n)
+	acc := tensor.Alloc(m)
+	for p := range n {
+		if p == r {
+			tensor.Add(acc, mySent)
+			continue
+		}
+		fp, err := s.frameOf(sp.Codec, myName, u.Step, cshape, p, recv[ro[p]:ro[p+1]])
+		if err != nil {
+			return nil, err
+		}
+		if err := s.addFrame(acc, fp, &scratch, p); err != nil {
+			return nil, err
+		}
+	}
+	if sp.Collective == A2ADense {
+		counts := make([]int, n)
+		for c := range n {
+			lo, hi := chunkBounds(d, m, c)
+			counts[c] = hi - lo
+		}
+		return result, s.comm.AllGatherV(ctx, acc[:counts[r]], counts, result)
+	}
+	// Re-compress the sum (compression point "ag") and allgather.
+	g, sent2, err := s.encode(sp, "ag", codec.Input{Name: myName, Step: u.Step, Shape: cshape, Data: acc}, st)
+	if err != nil {
+		return nil, err
+	}
+	pl := payload(g)
+	if err := checkSize(myName, len(pl), size); err != nil {
+		return nil, s.local(err)
+	}
+	counts, err := s.counts(ctx, size >= 0, []int{len(pl)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, sum(counts))
+	if err := s.comm.AllGatherVBytes(ctx, pl, counts, out); err != nil {
+		return nil, err
+	}
+	off := offsetsOf(counts)
+	dec := tensor.Alloc(m)
+	for c := range n {
+		lo, hi := chunkBounds(d, m, c)
+		if c == r {
+			copy(result[lo:hi], sent2)
+			continue
+		}
+		fc, err := s.frameOf(sp.Codec, codec.PartName(u.Name, c, n), u.Step, cshape, c, out[off[c]:off[c+1]])
+		if err != nil {
+			return nil, err
+		}
+		if _, err := codec.DecodeLimit(fc, dec, s.MaxBytes); err != nil {
+			return nil, fmt.Errorf("rank %d's frame: %w", c, err)
+		}
+		copy(result[lo:hi], dec)
+	}
+	return result, nil
+}
+
+// rsag: a dense reduce-scatter, this rank's chunk of the sum compressed
+// (its own error feedback, chunk name NAME[r/n]), the frames allgathered
+// and decoded into their chunks.
+func (s *Syncer) rsag(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
+	n, r := s.n, s.r
+	d := len(u.Data)
+	x := tensor.Alloc(d)
+	copy(x, u.Data)
+	lo, hi, err := s.comm.ReduceScatter(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	name := codec.PartName(u.Name, r, n)
+	g, sent, err := s.encode(sp, "", codec.Input{Name: name, Step: u.Step, Shape: []int64{int64(hi - lo)}, Data: x[lo:hi]}, st)
+	if err != nil {
+		return nil, err
+	}
+	pl := payload(g)
+	sizes := make([]int, n)
+	fixed := true
+	for k := range n {
+		a, b := collective.Chunk(d, n, k)
+		sz, err := s.size(sp.Codec, []int64{int64(b - a)}, u.Step)
+		if err != nil {
+			return nil, err
+		}
+		fixed = fixed && sz >= 0
+		sizes[k] = int(sz)
+	}
+	if fixed {
+		if err := checkSize(name, len(pl), int64(sizes[r])); err != nil {
+			return nil, s.local(err)
+		}
+	} else if sizes, err = s.counts(ctx, false, []int{len(pl)}); err != nil {
+		return nil, err
+	}
+	out := make([]byte, sum(sizes))
+	if err := s.comm.AllGatherVBytes(ctx, pl, sizes, out); err != nil {
+		return nil, err
+	}
+	off := offsetsOf(sizes)
+	result := tensor.Alloc(d)
+	for k := range n {
+		a, b := collective.Chunk(d, n, k)
+		if k == r {
+			copy(result[a:b], sent)
+			continue
+		}
+		fk, err := s.frameOf(sp.Codec, codec.PartName(u.Name, k, n), u.Step, []int64{int64(b - a)}, k, out[off[k]:off[k+1]])
+		if err != nil {
+			return nil, err
+		}
+		if _, err := codec.DecodeLimit(fk, result[a:b], s.MaxBytes); err != nil {
+			return nil, fmt.Errorf("rank %d's frame: %w", k, err)
+		}
+	}
+	return result, nil
+}
+
+// powersgd: P = M·Q all-reduced, orthonormalised; Q = Mᵀ·P̂ all-reduced;
+// the result P̂·(ΣQ)ᵀ. This rank's error feedback keeps M − P̂·Q_rᵀ (its
+// own share of the result); ΣQ is every rank's next warm start. Vectors
+// (and matrices with a dimension of 1) are all-reduced uncompressed.
+func (s *Syncer) powersgd(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
+	pl, err := codec.PowerSGDPlanFor(sp.Codec, u.shape())
+	if err != nil {
+		return nil, err
+	}
+	mem, err := codec.NewMemory(sp.Memory, sp.MemOpts)
+	if err != nil {
+		return nil, s.local(err)
+	}
+	if err := codec.CheckFinite(u.Name, u.Data); err != nil {
+		return nil, s.local(err)
+	}
+	state := s.Store.Get(u.Name)
+	M := mem.Compensate(state, u.Data)
+	none := &wire.Compressed{}
+	if !pl.Matrix {
+		x := tensor.Alloc(len(M))
+		copy(x, M)
+		mem.Update(state, M, M, none)
+		return x, s.comm.AllReduce(ctx, x)
+	}
+	q := pl.WarmQ(u.Name, state)
+	P := pl.P(M, q)
+	if err := s.comm.AllReduce(ctx, P); err != nil {
+		return nil, err
+	}
+	pl.Orthonormalize(P)
+	Q := pl.Q(M, P)
+	sent := make([]float32, len(M))
+	pl.Decode(sent, P, Q)
+	mem.Update(state, M, sent, none)
+	if err := s.comm.AllReduce(ctx, Q); err != nil {
+		return nil, err
+	}
+	pl.SetQ(state, Q)
+	out := tensor.Alloc(len(M))
+	pl.Decode(out, P, Q)
+	return out, nil
+}
