@@ -46,3 +46,15 @@ say "tensor fusion plan (Cupcake) → $out/fusion.tw"
 fuse=("$BIN/fuser" plan --model "$out/model.tw" --comp-samples "$out/codec-bench.tw" --comp-algo memcpy)
 "${fuse[@]}" --format frames > "$out/fusion.tw"
 "${fuse[@]}" --format table > "$out/fusion.txt"
+
+# The ranks train on CPUs: the codec runs on the training device (--cpu-job).
+cluster=${CLUSTER:-$out/cluster.json}
+if [ -z "${CLUSTER:-}" ]; then
+  printf '{"nodes": %d, "gpus_per_node": 1, "inter_gbit_s": %s, "inter_alpha_us": 50, "comment": "%d CPU ranks, %s Gbit/s each (pipelines/profile-plan.sh)"}\n' \
+    "$NPROC" "$LINK_GBIT" "$NPROC" "$LINK_GBIT" > "$cluster"
+fi
+say "compression plan (Espresso, $ALGO) → $out/compression.tw"
+plan=("$BIN/compressor" plan --cpu-job --algo "$ALGO" --ratio "$RATIO" --model "$out/model.tw" --cluster "$cluster"
+  --samples "$out/codec-bench.tw")
+"${plan[@]}" --format frames > "$out/compression.tw"
+"${plan[@]}" --format table > "$out/compression.txt"

@@ -38,6 +38,7 @@ func CreateAtomic(path string) (*AtomicFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating a temporary file beside %s: %w", path, err)
 		}
+		temps.Store(tmp, struct{}{})
 		return &AtomicFile{File: f, path: path}, nil
 	}
 	return nil, fmt.Errorf("creating a temporary file beside %s: no free name", path)
@@ -63,6 +64,7 @@ func (f *AtomicFile) Commit() error {
 		f.Abort()
 		return fmt.Errorf("writing %s: %w", f.path, err)
 	}
+	temps.Delete(f.Name())
 	f.done = true
 	if d, err := os.Open(filepath.Dir(f.path)); err == nil {
 		_ = d.Sync() // best effort: some file systems refuse a directory fsync
@@ -80,4 +82,5 @@ func (f *AtomicFile) Abort() {
 	f.done = true
 	_ = f.Close()
 	_ = os.Remove(f.Name())
+	temps.Delete(f.Name())
 }

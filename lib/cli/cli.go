@@ -19,9 +19,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"trainwire.dev/lib/wire"
 )
 
 // Exit codes shared by every tool. They are documented in each tool's page
@@ -94,12 +97,16 @@ type IO struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// Ctx is cancelled on SIGINT/SIGTERM.
+	// Ctx is cancelled on SIGINT/SIGTERM; the verb then has DefaultGrace
+	// (or SetGrace's) to return before Run stops the process. Stdin's
+	// reads fail with ErrInterrupted from then on.
 	Ctx context.Context
 	// Log writes to Stderr at the level the user chose.
 	Log *slog.Logger
 	// Tool is the name of the running binary.
 	Tool string
+	// grace: SetGrace's, in ns (0: DefaultGrace).
+	grace atomic.Int64
 }
 
 // Globals are the flags every tool has, embedded in its CLI struct.
@@ -173,14 +180,17 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rio := &IO{Stdin: stdin, Stdout: stdout, Stderr: stderr, Ctx: ctx, Log: g.Logger(stderr, tool.Name), Tool: tool.Name}
+	rio := &IO{Stdin: interruptible(ctx, stdin), Stdout: stdout, Stderr: stderr, Ctx: ctx, Log: g.Logger(stderr, tool.Name), Tool: tool.Name}
+	done := make(chan struct{})
+	defer close(done)
+	go watchdog(ctx, done, rio)
 	err = kctx.Run(rio)
 	if err == nil {
 		return ExitOK
 	}
 	code = ExitCodeOf(err)
-	if ctx.Err() != nil && code == ExitFailure {
-		code = ExitInterrupted
+	if ctx.Err() != nil { // interrupted: whatever the verb's error says, the signal stopped it
+		code = InterruptCode(ctx)
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
 	return code
@@ -196,7 +206,8 @@ func InterruptCode(ctx context.Context) int {
 }
 
 // ExitCodeOf maps an error to the process exit code: the code of the first
-// ExitCoder in its chain, else ExitFailure.
+// ExitCoder in its chain, else ExitBadInput for a malformed or truncated
+// trainwire stream, else ExitFailure.
 func ExitCodeOf(err error) int {
 	if err == nil {
 		return ExitOK
@@ -204,6 +215,10 @@ func ExitCodeOf(err error) int {
 	var ec ExitCoder
 	if errors.As(err, &ec) {
 		return ec.ExitCode()
+	}
+	var de *wire.DecodeError
+	if errors.As(err, &de) || errors.Is(err, wire.ErrTruncated) {
+		return ExitBadInput
 	}
 	return ExitFailure
 }

@@ -82,6 +82,7 @@ type AgentCmd struct {
 
 // Run serves until interrupted.
 func (c *AgentCmd) Run(rio *cli.IO) error {
+	rio.SetGrace(cli.ServiceGrace)
 	env, socket, err := c.resolve()
 	if err != nil {
 		return err

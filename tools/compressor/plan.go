@@ -35,6 +35,7 @@ type PlanCmd struct {
 
 	UpdateUS       float64  `name:"update-us" help:"Optimizer step after synchronization, microseconds (added to every prediction)." default:"0"`
 	NoCPU          bool     `name:"no-cpu" help:"Never offload compression to CPUs (skip Algorithm 2)."`
+	CPUJob         bool     `name:"cpu-job" help:"The ranks train on CPUs, without accelerators: CPU codec times (samples without a device label, or --cpu-encode/--cpu-decode) are the training device's, nothing is offloaded and no PCIe copy is priced (the cluster needs no pcie_* keys)." env:"TRAINWIRE_COMPRESSOR_CPU_JOB"`
 	MaxCompOps     int      `name:"max-comp-ops" help:"At most this many compressions per gradient (0: no limit; the tree has up to 4)." default:"0"`
 	Restrict       []string `help:"Only these options (device-agnostic paths as compressor plan prints them, separated by ;), e.g. 'F:AR;I1:RS > C > X:AG* > D > I2:AG'." sep:";"`
 	ThresholdElems int64    `name:"threshold-elems" help:"The threshold baseline compresses gradients of at least this many elements (the artifact's 16K)." default:"16384"`
@@ -130,6 +131,13 @@ func (c *PlanCmd) instance(rio *cli.IO) (*espresso.Instance, map[string]string, 
 	desc := map[string]string{}
 	if err := c.codecTimes(&costs, desc); err != nil {
 		return nil, nil, err
+	}
+	if c.CPUJob {
+		if costs.CPU == nil {
+			return nil, nil, usage("--cpu-job: no CPU codec times for %s: give --samples of this machine's compressor bench, or --cpu-encode/--cpu-decode", c.Algo)
+		}
+		costs.GPU, costs.CPU = costs.CPU, nil
+		desc["gpu"], desc["cpu"] = "the CPU's (--cpu-job): "+desc["cpu"], "not used (--cpu-job: nothing to offload to)"
 	}
 	if c.NoCPU {
 		costs.CPU = nil

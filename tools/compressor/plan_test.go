@@ -333,3 +333,27 @@ func TestPlanBinary(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(string(lines), `"t":"plan"`))
 	assert.Contains(t, string(lines), `"name":"compressor.plan"`)
 }
+
+// --cpu-job: ranks that train on CPUs. This machine's compressor bench
+// (no device label) prices the training device's codec, nothing is
+// offloaded, and a cluster without pcie_* keys is accepted: the large
+// gradient is compressed, the small ones not. Without CPU times it is a
+// usage error.
+func TestPlanCPUJob(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.json")
+	require.NoError(t, os.WriteFile(model, []byte(`{"name":"m","grads":[{"name":"small","numel":1000,"ready_ns":100000},{"name":"emb","numel":3200000,"ready_ns":200000000}]}`), 0o644))
+	cl := filepath.Join(dir, "cpu4.json")
+	require.NoError(t, os.WriteFile(cl, []byte(`{"nodes":4,"gpus_per_node":1,"inter_gbit_s":1,"inter_alpha_us":50}`), 0o644))
+	args := []string{"--algo", "topk", "--model", model, "--cluster", cl, "--format", "table"}
+	code, _, stderr := runPlan(t, append(args, "--samples", filepath.Join(planDir, "bench-cpu.tw"))...)
+	require.Equal(t, cli.ExitBadInput, code, "without --cpu-job a CPU codec needs PCIe: %s", stderr)
+	code, out, stderr := runPlan(t, append(args, "--cpu-job", "--samples", filepath.Join(planDir, "bench-cpu.tw"))...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, string(out), "the CPU's (--cpu-job)")
+	assert.Regexp(t, `1\s+emb\s+3200000.*C@gpu`, string(out))
+	assert.Regexp(t, `0\s+small\s+1000.*F:AR`, string(out))
+	code, _, stderr = runPlan(t, append(args, "--cpu-job", "--gpu-encode", "60:150", "--gpu-decode", "25:300")...)
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Contains(t, stderr, "--cpu-job: no CPU codec times")
+}

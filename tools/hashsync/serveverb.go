@@ -28,6 +28,7 @@ type ServeCmd struct {
 // Run joins the mesh, serves one client, and returns when it disconnects
 // (exit 0), on SIGTERM (143) or SIGINT (130), or when a peer fails (3).
 func (c *ServeCmd) Run(rio *cli.IO) error {
+	rio.SetGrace(cli.ServiceGrace)
 	env, err := c.Launch.Resolve(os.Environ())
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: %w", err))

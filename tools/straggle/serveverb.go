@@ -36,6 +36,7 @@ type ServeCmd struct {
 // gradient reduced), as sync does, and exits 0. SIGTERM exits 143,
 // SIGINT 130, a failure the run cannot survive 3.
 func (c *ServeCmd) Run(rio *cli.IO) error {
+	rio.SetGrace(cli.ServiceGrace)
 	if c.Probes < 1 || c.Dim < 1 {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --probes and --dim must be at least 1"))
 	}

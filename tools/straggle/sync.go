@@ -72,6 +72,7 @@ type ControllerCmd struct {
 
 // Run runs the dedicated controller.
 func (c *ControllerCmd) Run(rio *cli.IO) error {
+	rio.SetGrace(cli.ServiceGrace)
 	c.Controller = "separate"
 	if c.Mode != engine.ModeRNA {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("controller: only --mode rna has a controller"))
