@@ -5,50 +5,22 @@ makes every rank's backward raise an error naming the tool and the rank, at once
 run (tests/ddp_worker.py) feeds every test. Skips without torch unless TRAINWIRE_REQUIRE_PYTHON=1.
 """
 
-import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import unittest
 
 import numpy as np
 
-from tests.tools import HERE, PYROOT, binary, free_ports  # noqa: E402
+from tests.tools import have_torch, torchrun_class  # noqa: E402
 
 STEPS, WORLD = 20, 4
-
-
-def have_torch():
-    try:
-        import torch.distributed  # noqa: F401
-        return True
-    except ImportError:
-        if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
-            raise
-        return False
 
 
 @unittest.skipUnless(have_torch(), "no torch")
 class HashsyncHookUnderTorchrun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="tw-ddp-")
-        port = free_ports(1)[0]   # torch's store; the sidecars' rendezvous takes port+1
-        env = dict(os.environ, TRAINWIRE_BIN=os.path.dirname(binary("hashsync")), PYTHONPATH=PYROOT)
-        # torch 1.13's launcher spells flags with underscores; its default redirects crash on
-        # Python 3.11, hence --redirects/--tee (tools/hashsync/e2e_test.go TestCheckUnderTorchrun)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(WORLD),
-               "--master_addr", "127.0.0.1", "--master_port", str(port),
-               "--redirects", "9:0", "--tee", "9:0",
-               os.path.join(HERE, "ddp_worker.py"), cls.dir, str(STEPS)]
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=400)
-        cls.log = p.stdout.decode("utf-8", "replace")
-        if p.returncode != 0:
-            raise AssertionError("torchrun exited %d:\n%s" % (p.returncode, cls.log[-6000:]))
-        cls.arrays = [np.load(os.path.join(cls.dir, "r%d.npz" % r)) for r in range(WORLD)]
-        cls.info = [json.load(open(os.path.join(cls.dir, "r%d.json" % r))) for r in range(WORLD)]
+        torchrun_class(cls, "ddp_worker.py", [STEPS], WORLD)
 
     @classmethod
     def tearDownClass(cls):
