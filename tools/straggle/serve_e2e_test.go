@@ -448,3 +448,19 @@ func TestServeRefusesBadRequests(t *testing.T) {
 	require.NoError(t, sc.c.Close())
 	require.NoError(t, sc.Cmd.Wait(), sc.Stderr.String())
 }
+
+// Ranks started with different --dim refuse to run (exit 80), each
+// naming a rank whose --dim differs, instead of retrying rounds forever.
+func TestServeDimMismatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	procs := startRun(t, ctx, 3, func(r int) []string {
+		return []string{"serve", "--dim", fmt.Sprint(5 + r/2), "--socket", filepath.Join(dir, "s{rank}.sock")}
+	})
+	for r, p := range procs {
+		assert.Equal(t, 80, clitest.ExitCode(p.Cmd.Wait()), "rank %d: %s", r, p.Stderr.String())
+		assert.Contains(t, p.Stderr.String(), "every rank's gradient must have the same elements", "rank %d", r)
+		assert.Regexp(t, `on rank [02]:`, p.Stderr.String(), "rank %d", r)
+	}
+}

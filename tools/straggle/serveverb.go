@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
 	"trainwire.dev/lib/serve"
@@ -59,6 +61,9 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	defer m.Close()
+	if err := agreeDim(rio.Ctx, m, c.Dim); err != nil {
+		return err
+	}
 	workers := make([]int, m.World())
 	for r := range workers {
 		workers[r] = r
@@ -98,5 +103,28 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 		return err // this rank was dropped by the others: its rounds are not the job's
 	}
 	rio.Log.Info("straggle: serve done", "mode", c.Mode, "rank", m.Rank(), "rounds", len(x.eng.Weights), "contributions", x.eng.Contribs, "alive", m.Alive())
+	return nil
+}
+
+// agreeDim checks that every rank's --dim is this rank's (an allgather,
+// before the engine's messages flow on any link): RNA's rings cannot sum
+// gradients of different sizes, and would retry their rounds forever.
+func agreeDim(ctx context.Context, m *mesh.Mesh, dim int) error {
+	if m.World() == 1 {
+		return nil
+	}
+	counts := make([]int, m.World())
+	for r := range counts {
+		counts[r] = 8
+	}
+	all := make([]byte, 8*m.World())
+	if err := collective.New(m, collective.Options{}).AllGatherVBytes(ctx, binary.LittleEndian.AppendUint64(nil, uint64(dim)), counts, all); err != nil {
+		return fmt.Errorf("serve: comparing --dim with the other ranks: %w", err)
+	}
+	for r := range counts {
+		if d := binary.LittleEndian.Uint64(all[8*r:]); d != uint64(dim) {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --dim %d on this rank (%d), %d on rank %d: every rank's gradient must have the same elements", dim, m.Rank(), d, r))
+		}
+	}
 	return nil
 }
