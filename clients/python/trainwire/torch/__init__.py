@@ -254,3 +254,7 @@ def _sidecar(tool, args, sidecar, socket, timeout, connect_timeout, start_kw):
 from .straggle import StraggleState, straggle_hook  # noqa: E402 - builds on the helpers above
 
 __all__ += ["straggle_hook", "StraggleState"]
+
+from .checkpoint import CheckpointError, Checkpointer  # noqa: E402
+
+__all__ += ["Checkpointer", "CheckpointError"]
