@@ -258,3 +258,7 @@ __all__ += ["straggle_hook", "StraggleState"]
 from .checkpoint import CheckpointError, Checkpointer  # noqa: E402
 
 __all__ += ["Checkpointer", "CheckpointError"]
+
+from .gradsync import GradSync, fusion_groups  # noqa: E402
+
+__all__ += ["GradSync", "fusion_groups"]
