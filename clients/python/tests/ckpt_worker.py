@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """One rank of the Checkpointer test (test_torch_checkpoint.py) under torchrun: a deterministic
 MLP trained with gloo DDP and SGD with momentum for STEPS steps, an extra state (a running sum
-of the losses) beside it. With EVERY > 0 a Checkpointer saves to this rank's ckpt agent
-($TRAINWIRE_CKPT_SOCKET) every EVERY steps and restores at start; with KILL > 0, rank 1 of the
-first attempt kills itself with SIGKILL once step KILL is done (torchrun --max_restarts 1 then
-restarts every rank). Writes the final parameters and what it restored.
+of the losses) beside it: first uninterrupted without checkpoints (the reference), then with a
+Checkpointer saving to this rank's ckpt agent ($TRAINWIRE_CKPT_SOCKET) every EVERY steps and
+restoring at start; with KILL > 0, rank 1 of the first attempt kills itself with SIGKILL once step
+KILL of the second run is done (torchrun --max_restarts 1 then restarts every rank). Writes both
+runs' final parameters and what the second restored.
 
 usage: ckpt_worker.py OUTDIR STEPS EVERY KILL
 """
@@ -53,6 +54,15 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    ref = train(rank, steps, 0, 0, attempt)   # the uninterrupted run, no checkpoints
+    params, seen, info = train(rank, steps, every, kill, attempt)
+    np.savez(os.path.join(out, "r%d.npz" % rank), params=params, seen=seen, ref_params=ref[0], ref_seen=ref[1])
+    with open(os.path.join(out, "r%d.json" % rank), "w") as f:
+        json.dump(info, f)
+    dist.barrier()
+
+
+def train(rank, steps, every, kill, attempt):
     torch.manual_seed(0)
     model = DDP(FlatMLP())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -76,13 +86,11 @@ def main():
         if ck is not None:
             ck.step(it + 1)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
-    np.savez(os.path.join(out, "r%d.npz" % rank), params=params, seen=extra["seen"].numpy())
-    with open(os.path.join(out, "r%d.json" % rank), "w") as f:
-        json.dump({"attempt": attempt, "start": start, "saved": ck.saved if ck else [],
-                   "source": ck.restored[1] if ck else None, "attempts": extra["note"]["attempts"]}, f)
+    info = {"attempt": attempt, "start": start, "saved": ck.saved if ck else [],
+            "source": ck.restored[1] if ck else None, "attempts": extra["note"]["attempts"]}
     if ck is not None:
         ck.close()
-    dist.barrier()
+    return params, extra["seen"].numpy(), info
 
 
 if __name__ == "__main__":
