@@ -25,11 +25,13 @@ type ServeCmd struct {
 	Launch launch.Flags `embed:""`
 	Mesh   mesh.Flags   `embed:""`
 
-	Mode string `help:"rna: RNA (a reply carries the rounds applied since the previous one: the average over their contributors, who may be fewer than the world); allreduce: blocking ring allreduce, one round per request on every rank." enum:"rna,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
+	Mode string `help:"rna: RNA (a reply carries the rounds applied since the previous one: the average over their contributors, who may be fewer than the world); groups: Prague-style random groups from the shared seed, one round per request, each rank's reply its group's average (needs --rounds); allreduce: blocking ring allreduce, one round per request on every rank." enum:"rna,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
 	RNAFlags
-	Dim    int          `help:"f32 elements of one step's gradient: the sizes of a sync request's tensors added up (every rank the same)." required:"" env:"TRAINWIRE_STRAGGLE_DIM"`
-	Inject inject.Flags `embed:""`
-	Serve  serve.Flags  `embed:""`
+	Rounds    int          `help:"groups mode: the run's rounds (every rank's trainer makes this many requests; a rank whose client left joins the rest with null gradients)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
+	GroupSize int          `help:"groups mode: ranks per group." default:"2" env:"TRAINWIRE_STRAGGLE_GROUP_SIZE"`
+	Dim       int          `help:"f32 elements of one step's gradient: the sizes of a sync request's tensors added up (every rank the same)." required:"" env:"TRAINWIRE_STRAGGLE_DIM"`
+	Inject    inject.Flags `embed:""`
+	Serve     serve.Flags  `embed:""`
 }
 
 // Run joins the mesh and serves one client. When it disconnects, its
@@ -38,8 +40,11 @@ type ServeCmd struct {
 // gradient reduced), as sync does, and exits 0. SIGTERM exits 143,
 // SIGINT 130, a failure the run cannot survive 3.
 func (c *ServeCmd) Run(rio *cli.IO) error {
-	if c.Probes < 1 || c.Dim < 1 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --probes and --dim must be at least 1"))
+	if c.Probes < 1 || c.Dim < 1 || c.GroupSize < 1 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --probes, --dim and --group-size must be at least 1"))
+	}
+	if (c.Mode == engine.ModeGroups) != (c.Rounds > 0) {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --rounds is groups mode's, and groups mode needs it (with no coordinator every rank must run the same rounds)"))
 	}
 	model, err := c.Inject.Model()
 	if err != nil {
@@ -55,7 +60,7 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	}
 	defer ln.Close()
 	cfgm := c.Mesh.Config(env, rio.Log)
-	cfgm.Tolerant = c.Mode == engine.ModeRNA
+	cfgm.Tolerant = c.Mode != engine.ModeAllreduce
 	m, err := mesh.Open(rio.Ctx, cfgm)
 	if err != nil {
 		return err
@@ -72,6 +77,7 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	x.eng = engine.New(m, engine.Config{
 		Mode: c.Mode, Probes: c.Probes, ProbeTimeout: c.ProbeTimeout, Eta: c.Eta, Sum: c.Accumulate == "sum",
 		Controller: 0, Workers: workers, Seed: c.Seed, Dim: c.Dim, Timeout: c.Mesh.Timeout, Log: rio.Log,
+		Rounds: c.Rounds, GroupSize: c.GroupSize,
 	}, x.apply)
 	ctx, cancel := context.WithCancel(rio.Ctx)
 	defer cancel()
