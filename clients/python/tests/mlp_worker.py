@@ -6,8 +6,9 @@
   gradients of every step, and how many groups the hooks sent before synchronize();
 - straggle_hook, TRAINWIRE_STRAGGLE_COMPUTE/_SLOW in the environment slowing rank 3's sidecar
   (the sleep before it hands each gradient over): gloo DDP for a few steps, the same steps with
-  straggle_hook(mode="allreduce"), then straggle_hook(mode="rna") with rank 3 running SLOW steps
-  while the others run FAST; every reply's figures and the parameters.
+  straggle_hook(mode="allreduce"), then straggle_hook(mode="groups") for a few rounds (with this
+  rank's own gradients beside DDP's), then straggle_hook(mode="rna") with rank 3 running SLOW
+  steps while the others run FAST; every reply's figures and the parameters.
 
 usage: mlp_worker.py OUTDIR PLAN FAST SLOW
 """
@@ -25,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from trainwire.torch import GradSync, straggle_hook  # noqa: E402
 
-LOCKSTEP, SLOW_RANK, GRADSYNC_STEPS = 3, 3, 4
+LOCKSTEP, SLOW_RANK, GRADSYNC_STEPS, GROUP_ROUNDS = 3, 3, 4, 3
 
 
 class PlanNet(nn.Module):
@@ -58,6 +59,30 @@ def train(m, rank, steps):
         nn.functional.mse_loss(m(x), y).backward()
         opt.step()
     return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy().copy()
+
+
+def groups(rank, rounds):
+    """straggle_hook(mode="groups"): every step's gradient as DDP got it and this rank's own."""
+    m = net()
+    local = net().module      # the same architecture, no DDP: this rank's own gradient
+    state, hook = straggle_hook(m, mode="groups", rounds=rounds, timeout=60)
+    m.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    out = []
+    for s in range(rounds):
+        local.load_state_dict(m.module.state_dict())
+        x, y = batch(rank, s)
+        pair = []
+        for mm in (m, local):
+            mm.zero_grad()
+            nn.functional.mse_loss(mm(x), y).backward()
+            pair.append(torch.cat([p.grad.reshape(-1) for p in mm.parameters()]).numpy().copy())
+        out.append(np.stack(pair))
+        opt.step()
+    info = {"replies": state.replies, "requests": state.steps}
+    state.close()
+    dist.barrier()
+    return np.stack(out), info
 
 
 def run(mode, rank, steps):
@@ -111,6 +136,7 @@ def main():
     gradsync(rank, plan, arrays, res)
     for mode in ("gloo", "allreduce"):
         arrays[mode], res[mode] = run(mode, rank, LOCKSTEP)
+    arrays["groups"], res["groups"] = groups(rank, GROUP_ROUNDS)
     arrays["rna"], res["rna"] = run("rna", rank, slow if rank == SLOW_RANK else fast)
     np.savez(os.path.join(out, "r%d.npz" % rank), **arrays)
     with open(os.path.join(out, "r%d.json" % rank), "w") as f:

@@ -10,7 +10,9 @@ sidecar starts.
 
 straggle_hook: rank 3's sidecar is slowed by straggle's own injection (TRAINWIRE_STRAGGLE_SLOW: 25× the base
 compute per gradient). In allreduce mode (blocking) every reply is one round of all 4 ranks and the
-result equals gloo DDP's; in rna mode rank 3 trains SLOW steps while the others train FAST, and
+result equals gloo DDP's; in groups mode every reply is one round of a pair of ranks and each
+rank's gradient is its own plus exactly one other rank's, over the world, the pairing mutual; in
+rna mode rank 3 trains SLOW steps while the others train FAST, and
 the replies' own figures show the others were not held back. No timing is asserted.
 """
 
@@ -25,7 +27,7 @@ from tests.tools import have_torch, torchrun_class  # noqa: E402
 
 from trainwire import Writer, plan  # noqa: E402
 
-WORLD, FAST, SLOW, LOCKSTEP, SLOW_RANK, GRADSYNC_STEPS = 4, 12, 3, 3, 3, 4
+WORLD, FAST, SLOW, LOCKSTEP, SLOW_RANK, GRADSYNC_STEPS, GROUP_ROUNDS = 4, 12, 3, 3, 3, 4, 3
 GROUPS = [["fc3.weight", "fc1.bias"], ["fc2.weight", "fc2.bias", "fc3.bias"], ["fc1.weight"]]
 
 
@@ -78,6 +80,25 @@ class MLPUnderTorchrun(unittest.TestCase):
                                        err_msg="rank %d" % r)
             # one round per reply, every rank the same: the replicas are bit-identical
             np.testing.assert_array_equal(got, self.arrays[0]["allreduce"])
+
+    def test_groups_mode_applies_the_group_sum(self):
+        for r in range(WORLD):
+            g = self.info[r]["groups"]
+            self.assertEqual(g["requests"], GROUP_ROUNDS)
+            self.assertEqual([(x["round"], x["rounds"], x["contributors"], x["contributed"]) for x in g["replies"]],
+                             [(k + 1, 1, 2, 1) for k in range(GROUP_ROUNDS)], "rank %d" % r)
+        for k in range(GROUP_ROUNDS):
+            # each rank got (its gradient + one other rank's) / world, and the pairing is mutual
+            partner = {}
+            for r in range(WORLD):
+                got, own = self.arrays[r]["groups"][k]
+                tol = 1e-6 * np.abs(got).max()
+                found = [p for p in range(WORLD) if p != r and
+                         np.abs(got - (own + self.arrays[p]["groups"][k][1]) / WORLD).max() <= tol]
+                self.assertEqual(len(found), 1, "rank %d round %d: partners %s" % (r, k + 1, found))
+                partner[r] = found[0]
+            for r, p in partner.items():
+                self.assertEqual(partner[p], r, "round %d: %s" % (k + 1, partner))
 
     def test_rna_runs_to_completion_and_the_slow_rank_holds_nobody_back(self):
         slow = self.info[SLOW_RANK]["rna"]

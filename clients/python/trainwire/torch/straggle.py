@@ -15,8 +15,8 @@ from . import _HookState, _buffer, _checked, _failed, _gradients, _sidecar
 
 __all__ = ["straggle_hook", "StraggleState", "MODES"]
 
-MODES = ("rna", "allreduce")        # what `straggle serve` runs
-_SYNC_ONLY = ("rna-h", "groups")    # `straggle sync`'s alone (docs/straggle.md, "serve")
+MODES = ("rna", "groups", "allreduce")   # what `straggle serve` runs
+_SYNC_ONLY = ("rna-h",)                   # `straggle sync`'s alone (docs/straggle.md, "serve")
 
 
 class StraggleState(_HookState):
@@ -129,8 +129,9 @@ def _send(state):
     cf.add_done_callback(done)
 
 
-def straggle_hook(model, mode="rna", scale="world", sidecar=None, socket=None, args=(),
-                  world=None, timeout=DEFAULT_TIMEOUT, connect_timeout=DEFAULT_TIMEOUT, **start_kw):
+def straggle_hook(model, mode="rna", scale="world", rounds=None, group_size=2, sidecar=None,
+                  socket=None, args=(), world=None, timeout=DEFAULT_TIMEOUT,
+                  connect_timeout=DEFAULT_TIMEOUT, **start_kw):
     """(state, hook) for model.register_comm_hook(state, hook): straggler-tolerant steps on
     this rank's `straggle serve --mode MODE --dim D ARGS` (D: the model's trainable elements).
 
@@ -146,18 +147,26 @@ def straggle_hook(model, mode="rna", scale="world", sidecar=None, socket=None, a
     the average over whoever contributed. Replicas stay identical while every reply holds one
     round; a reply that folds several rounds (this rank's trainer was slower than the rounds)
     agrees with the other ranks' only up to float rounding.
+    mode "groups": the Prague-style baseline: each step is one round in which the ranks are cut
+    into random groups of `group_size` (from the seed, the same on every rank) and each rank gets
+    its group's sum (scale "world": divided by world; "contributors": the group's average).
+    Replicas in different groups drift apart, and a slow rank holds back its group. Needs
+    `rounds`: every rank makes exactly that many steps (one more fails: the run is over).
     mode "allreduce": blocking, every rank in every round (the baseline).
-    "rna-h" and "groups" are `straggle sync`'s only (they need the model in the sidecar, or a
-    fixed round count) and are refused here.
+    "rna-h" is `straggle sync`'s only (its parameter server averages the groups' models, which
+    the sidecar does not hold) and is refused here.
 
     `model`: the DDP module (or its module); its trainable parameters, in order, fix the
     layout. `world`: the ranks (default torch.distributed's). The sidecar as in hashsync_hook
     (`sidecar`, `socket`, $TRAINWIRE_SERVE_SOCKET, else started now); `args` are more flags
     (e.g. ["--eta", "2"]); injection flags and TRAINWIRE_STRAGGLE_* in the environment apply."""
     if mode in _SYNC_ONLY:
-        raise ValueError("trainwire: straggle_hook: mode %r runs in `straggle sync` only (rna-h "
-                         "needs the model inside the sidecar, groups a fixed round count); "
-                         "straggle serve runs %s" % (mode, " and ".join(MODES)))
+        raise ValueError("trainwire: straggle_hook: mode %r runs in `straggle sync` only (its "
+                         "parameter server averages the groups' models, which a sidecar does not "
+                         "hold); straggle serve runs %s" % (mode, ", ".join(MODES)))
+    if (mode == "groups") != (rounds is not None):
+        raise ValueError("trainwire: straggle_hook: rounds= is for mode 'groups', which needs it "
+                         "(every rank runs that many steps)")
     if mode not in MODES:
         raise ValueError("trainwire: straggle_hook: mode %r: one of %s" % (mode, ", ".join(MODES)))
     if scale not in ("world", "contributors"):
@@ -169,7 +178,10 @@ def straggle_hook(model, mode="rna", scale="world", sidecar=None, socket=None, a
         import torch.distributed as dist
         world = dist.get_world_size() if dist.is_initialized() else 1
     dim = sum(p.numel() for p in params)
-    sidecar, own = _sidecar("straggle", ["--mode", mode, "--dim", str(dim)] + list(args), sidecar,
+    flags = ["--mode", mode, "--dim", str(dim)]
+    if mode == "groups":
+        flags += ["--rounds", str(int(rounds)), "--group-size", str(int(group_size))]
+    sidecar, own = _sidecar("straggle", flags + list(args), sidecar,
                             socket, timeout, connect_timeout, start_kw)
     try:
         state = StraggleState(sidecar, params, mode, scale, world, own)
