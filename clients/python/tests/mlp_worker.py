@@ -61,6 +61,18 @@ def train(m, rank, steps):
     return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy().copy()
 
 
+def grads(models, x, y, after_backward=None):
+    """Each model's flat gradient of the batch's loss: [model, params]."""
+    out = []
+    for m in models:
+        m.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        if after_backward is not None:
+            after_backward(m)
+        out.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).numpy().copy())
+    return np.stack(out)
+
+
 def groups(rank, rounds):
     """straggle_hook(mode="groups"): every step's gradient as DDP got it and this rank's own."""
     m = net()
@@ -71,13 +83,7 @@ def groups(rank, rounds):
     out = []
     for s in range(rounds):
         local.load_state_dict(m.module.state_dict())
-        x, y = batch(rank, s)
-        pair = []
-        for mm in (m, local):
-            mm.zero_grad()
-            nn.functional.mse_loss(mm(x), y).backward()
-            pair.append(torch.cat([p.grad.reshape(-1) for p in mm.parameters()]).numpy().copy())
-        out.append(np.stack(pair))
+        out.append(grads((m, local), *batch(rank, s)))
         opt.step()
     info = {"replies": state.replies, "requests": state.steps}
     state.close()
@@ -107,22 +113,18 @@ def gradsync(rank, plan, arrays, res):
     opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     for name, kw in (("plan", {"fusion_plan": plan}), ("default", {})):
         gs = GradSync(net3, timeout=60, **kw)
-        grads, sent = [], []
+        steps, sent = [], []
+
+        def synchronize(m, gs=gs, sent=sent):
+            if m is net3:
+                sent.append(gs._next)      # groups the hooks sent during backward
+                gs.synchronize()
         for s in range(GRADSYNC_STEPS):
             net3.load_state_dict(ref.module.state_dict())
-            x, y = batch(rank, s)
-            pair = []
-            for m in (ref, net3):
-                m.zero_grad()
-                nn.functional.mse_loss(m(x), y).backward()
-                if m is net3:
-                    sent.append(gs._next)      # groups the hooks sent during backward
-                    gs.synchronize()
-                pair.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).numpy().copy())
-            grads.append(np.stack(pair))
+            steps.append(grads((ref, net3), *batch(rank, s), synchronize))
             opt.step()
         res["gradsync." + name] = {"sent_in_backward": sent, "requests": gs.requests, "groups": len(gs.groups)}
-        arrays["gradsync." + name] = np.stack(grads)
+        arrays["gradsync." + name] = np.stack(steps)
         gs.close()
         dist.barrier()
 
