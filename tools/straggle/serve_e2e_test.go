@@ -19,6 +19,7 @@ import (
 	"trainwire.dev/lib/shm"
 	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/straggle/internal/engine"
 )
 
 // sidecar is one rank of `straggle serve` and its Go client, whose
@@ -447,4 +448,62 @@ func TestServeRefusesBadRequests(t *testing.T) {
 	}
 	require.NoError(t, sc.c.Close())
 	require.NoError(t, sc.Cmd.Wait(), sc.Stderr.String())
+}
+
+// Ranks started with different --dim refuse to run (exit 80), each
+// naming a rank whose --dim differs, instead of retrying rounds forever.
+func TestServeDimMismatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	procs := startRun(t, ctx, 3, func(r int) []string {
+		return []string{"serve", "--dim", fmt.Sprint(5 + r/2), "--socket", filepath.Join(dir, "s{rank}.sock")}
+	})
+	for r, p := range procs {
+		assert.Equal(t, 80, clitest.ExitCode(p.Cmd.Wait()), "rank %d: %s", r, p.Stderr.String())
+		assert.Contains(t, p.Stderr.String(), "every rank's gradient must have the same elements", "rank %d", r)
+		assert.Regexp(t, `on rank [02]:`, p.Stderr.String(), "rank %d", r)
+	}
+}
+
+// groups mode: one round per request on every rank, each rank's reply the
+// average over its round's random group (engine.Groups from the seed),
+// with the group's size as contributors; after --rounds every sidecar
+// exits 0 once its client leaves.
+func TestServeGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const world, iters = 4, 3
+	dir := t.TempDir()
+	inputs := make([][][]float32, world)
+	for r := range world {
+		inputs[r] = gradStream(t, filepath.Join(dir, fmt.Sprint(r)), r, iters)
+	}
+	scs := startServe(t, ctx, world, "--mode", "groups", "--rounds", fmt.Sprint(iters), "--group-size", "2", "--seed", "5", "--timeout", "20s")
+	all := []int{0, 1, 2, 3}
+	for k := range iters {
+		reps := stepAll(t, ctx, scs, inputs, k, all...)
+		group := map[int][]int{}
+		for _, g := range engine.Groups(5, uint64(k+1), all, 2) {
+			for _, r := range g {
+				group[r] = g
+			}
+		}
+		for r, rep := range reps {
+			require.True(t, rep.OK, "rank %d step %d: %s", r, k, rep.Error)
+			assert.Equal(t, map[string]int64{"round": int64(k + 1), "rounds": 1, "contributors": 2, "contributed": 1}, rep.Info, "rank %d step %d", r, k)
+			want := make([]float32, 5)
+			for _, m := range group[r] {
+				tensor.Add(want, inputs[m][k])
+			}
+			tensor.Scale(want, 1/float32(2))
+			assert.InDeltaSlice(t, want, scs[r].result(), 1e-6, "rank %d step %d: group %v", r, k, group[r])
+		}
+	}
+	for r := range world {
+		require.NoError(t, scs[r].c.Close())
+	}
+	for r := range world {
+		require.NoError(t, scs[r].Cmd.Wait(), "rank %d: %s", r, scs[r].Stderr.String())
+	}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
 	"trainwire.dev/lib/serve"
@@ -23,11 +25,13 @@ type ServeCmd struct {
 	Launch launch.Flags `embed:""`
 	Mesh   mesh.Flags   `embed:""`
 
-	Mode string `help:"rna: RNA (a reply carries the rounds applied since the previous one: the average over their contributors, who may be fewer than the world); allreduce: blocking ring allreduce, one round per request on every rank." enum:"rna,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
+	Mode string `help:"rna: RNA (a reply carries the rounds applied since the previous one: the average over their contributors, who may be fewer than the world); groups: Prague-style random groups from the shared seed, one round per request, each rank's reply its group's average (needs --rounds); allreduce: blocking ring allreduce, one round per request on every rank." enum:"rna,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
 	RNAFlags
-	Dim    int          `help:"f32 elements of one step's gradient: the sizes of a sync request's tensors added up (every rank the same)." required:"" env:"TRAINWIRE_STRAGGLE_DIM"`
-	Inject inject.Flags `embed:""`
-	Serve  serve.Flags  `embed:""`
+	Rounds    int          `help:"groups mode: the run's rounds (every rank's trainer makes this many requests; a rank whose client left joins the rest with null gradients)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
+	GroupSize int          `help:"groups mode: ranks per group." default:"2" env:"TRAINWIRE_STRAGGLE_GROUP_SIZE"`
+	Dim       int          `help:"f32 elements of one step's gradient: the sizes of a sync request's tensors added up (every rank the same)." required:"" env:"TRAINWIRE_STRAGGLE_DIM"`
+	Inject    inject.Flags `embed:""`
+	Serve     serve.Flags  `embed:""`
 }
 
 // Run joins the mesh and serves one client. When it disconnects, its
@@ -37,8 +41,11 @@ type ServeCmd struct {
 // SIGINT 130, a failure the run cannot survive 3.
 func (c *ServeCmd) Run(rio *cli.IO) error {
 	rio.SetGrace(cli.ServiceGrace)
-	if c.Probes < 1 || c.Dim < 1 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --probes and --dim must be at least 1"))
+	if c.Probes < 1 || c.Dim < 1 || c.GroupSize < 1 {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --probes, --dim and --group-size must be at least 1"))
+	}
+	if (c.Mode == engine.ModeGroups) != (c.Rounds > 0) {
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --rounds is groups mode's, and groups mode needs it (with no coordinator every rank must run the same rounds)"))
 	}
 	model, err := c.Inject.Model()
 	if err != nil {
@@ -54,12 +61,15 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	}
 	defer ln.Close()
 	cfgm := c.Mesh.Config(env, rio.Log)
-	cfgm.Tolerant = c.Mode == engine.ModeRNA
+	cfgm.Tolerant = c.Mode != engine.ModeAllreduce
 	m, err := mesh.Open(rio.Ctx, cfgm)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	if err := agreeDim(rio.Ctx, m, c.Dim); err != nil {
+		return err
+	}
 	workers := make([]int, m.World())
 	for r := range workers {
 		workers[r] = r
@@ -68,6 +78,7 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	x.eng = engine.New(m, engine.Config{
 		Mode: c.Mode, Probes: c.Probes, ProbeTimeout: c.ProbeTimeout, Eta: c.Eta, Sum: c.Accumulate == "sum",
 		Controller: 0, Workers: workers, Seed: c.Seed, Dim: c.Dim, Timeout: c.Mesh.Timeout, Log: rio.Log,
+		Rounds: c.Rounds, GroupSize: c.GroupSize,
 	}, x.apply)
 	ctx, cancel := context.WithCancel(rio.Ctx)
 	defer cancel()
@@ -99,5 +110,28 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 		return err // this rank was dropped by the others: its rounds are not the job's
 	}
 	rio.Log.Info("straggle: serve done", "mode", c.Mode, "rank", m.Rank(), "rounds", len(x.eng.Weights), "contributions", x.eng.Contribs, "alive", m.Alive())
+	return nil
+}
+
+// agreeDim checks that every rank's --dim is this rank's (an allgather,
+// before the engine's messages flow on any link): RNA's rings cannot sum
+// gradients of different sizes, and would retry their rounds forever.
+func agreeDim(ctx context.Context, m *mesh.Mesh, dim int) error {
+	if m.World() == 1 {
+		return nil
+	}
+	counts := make([]int, m.World())
+	for r := range counts {
+		counts[r] = 8
+	}
+	all := make([]byte, 8*m.World())
+	if err := collective.New(m, collective.Options{}).AllGatherVBytes(ctx, binary.LittleEndian.AppendUint64(nil, uint64(dim)), counts, all); err != nil {
+		return fmt.Errorf("serve: comparing --dim with the other ranks: %w", err)
+	}
+	for r := range counts {
+		if d := binary.LittleEndian.Uint64(all[8*r:]); d != uint64(dim) {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("serve: --dim %d on this rank (%d), %d on rank %d: every rank's gradient must have the same elements", dim, m.Rank(), d, r))
+		}
+	}
 	return nil
 }

@@ -2,7 +2,8 @@
 """One rank of the DDP hook test (test_torch_hooks.py), run by torchrun with 4 CPU processes:
 trains a small embedding model for STEPS steps with gloo DDP, then with hashsync_hook(dense)
 and hashsync_hook(zen), and saves every step's loss and gradients; then runs gloo DDP and each
-hook in lockstep (same parameters at every step) and saves both gradients; then kills rank 1's sidecar
+hook in lockstep (same parameters at every step) and saves both gradients and this rank's own
+(unsynchronized) gradient; then kills rank 1's sidecar
 mid-training and records what each rank's backward raised, and how fast.
 
 usage: ddp_worker.py OUTDIR STEPS
@@ -80,13 +81,15 @@ def lockstep(mode, rank, steps):
     parameters before every step, so what differs is the sync alone (no drift)."""
     ref, _ = model("gloo")
     hk, state = model(mode)
+    local = Net()    # this rank's own gradient at the same parameters, unsynchronized
     opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     out = []
     for s in range(steps):
         hk.module.load_state_dict(ref.module.state_dict())
+        local.load_state_dict(ref.module.state_dict())
         ids, y = batch(rank, s)
         gs = []
-        for m in (ref, hk):
+        for m in (ref, hk, local):
             m.zero_grad()
             nn.functional.mse_loss(m(ids), y).backward()
             gs.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).numpy().copy())
@@ -126,6 +129,7 @@ def main():
         arrays[mode + ".loss"], arrays[mode + ".grads"], res[mode] = train(mode, rank, steps)
     for mode in ("dense", "zen"):
         arrays[mode + ".lockstep"] = lockstep(mode, rank, steps)
+    res["shapes"] = [list(p.shape) for p in Net().parameters()]
     res["dead"] = dead_sidecar(rank)
     np.savez(os.path.join(out, "r%d.npz" % rank), **arrays)
     with open(os.path.join(out, "r%d.json" % rank), "w") as f:

@@ -59,6 +59,11 @@ class Install(unittest.TestCase):
             r = subprocess.run([py, "-c", "import trainwire, trainwire.wire; print(trainwire.__file__)"],
                                capture_output=True, cwd=d, env={"PATH": os.environ["PATH"]})
             self.assertIn(b"site-packages", r.stdout, r.stderr)
+            # the trainwire.torch package and its modules are installed (found, not imported)
+            r = subprocess.run([py, "-c", "import importlib.util as u; print(u.find_spec("
+                                "'trainwire.torch').origin, u.find_spec('trainwire.torch.straggle').origin)"],
+                               capture_output=True, cwd=d, env={"PATH": os.environ["PATH"]})
+            self.assertEqual(r.stdout.count(b"site-packages/trainwire/torch/"), 2, r.stdout + r.stderr)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 

@@ -1,54 +1,31 @@
 #!/usr/bin/python3
 """trainwire.torch's hashsync DDP hook under a real torchrun (4 CPU processes, gloo for DDP's
-own process group): per-step gradients equal gloo DDP's, loss curves too, and a killed sidecar
+own process group): per-step gradients equal gloo DDP's, loss curves too, bit for bit what
+trainwire's own sums give for the same gradients (zen: `hashsync ref`, rank order; dense:
+`hashsync sync --scheme dense`, the ring), and a killed sidecar
 makes every rank's backward raise an error naming the tool and the rank, at once. One torchrun
 run (tests/ddp_worker.py) feeds every test. Skips without torch unless TRAINWIRE_REQUIRE_PYTHON=1.
 """
 
-import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 import unittest
 
 import numpy as np
 
-from tests.tools import HERE, PYROOT, binary, free_ports  # noqa: E402
+from tests.tools import binary, free_port, have_torch, torchrun_class  # noqa: E402
+
+from trainwire import Reader, Writer, dense, to_numpy  # noqa: E402
 
 STEPS, WORLD = 20, 4
-
-
-def have_torch():
-    try:
-        import torch.distributed  # noqa: F401
-        return True
-    except ImportError:
-        if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
-            raise
-        return False
 
 
 @unittest.skipUnless(have_torch(), "no torch")
 class HashsyncHookUnderTorchrun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="tw-ddp-")
-        port = free_ports(1)[0]   # torch's store; the sidecars' rendezvous takes port+1
-        env = dict(os.environ, TRAINWIRE_BIN=os.path.dirname(binary("hashsync")), PYTHONPATH=PYROOT)
-        # torch 1.13's launcher spells flags with underscores; its default redirects crash on
-        # Python 3.11, hence --redirects/--tee (tools/hashsync/e2e_test.go TestCheckUnderTorchrun)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(WORLD),
-               "--master_addr", "127.0.0.1", "--master_port", str(port),
-               "--redirects", "9:0", "--tee", "9:0",
-               os.path.join(HERE, "ddp_worker.py"), cls.dir, str(STEPS)]
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=400)
-        cls.log = p.stdout.decode("utf-8", "replace")
-        if p.returncode != 0:
-            raise AssertionError("torchrun exited %d:\n%s" % (p.returncode, cls.log[-6000:]))
-        cls.arrays = [np.load(os.path.join(cls.dir, "r%d.npz" % r)) for r in range(WORLD)]
-        cls.info = [json.load(open(os.path.join(cls.dir, "r%d.json" % r))) for r in range(WORLD)]
+        torchrun_class(cls, "ddp_worker.py", [STEPS], WORLD)
 
     @classmethod
     def tearDownClass(cls):
@@ -57,14 +34,68 @@ class HashsyncHookUnderTorchrun(unittest.TestCase):
     def test_gradients_equal_gloo_every_step(self):
         for r, z in enumerate(self.arrays):
             for mode in ("dense", "zen"):
-                steps = z[mode + ".lockstep"]   # [step, (gloo, hook), params]
+                steps = z[mode + ".lockstep"]   # [step, (gloo, hook, local), params]
                 self.assertEqual(steps.shape[0], STEPS)
-                for s, (g, h) in enumerate(steps):
+                for s, (g, h, _) in enumerate(steps):
                     tol = 1e-6 * np.abs(g).max()
                     self.assertGreater(tol, 0)
                     self.assertLessEqual(np.abs(h - g).max(), tol, "rank %d %s step %d" % (r, mode, s))
                 # every rank ends with the same (averaged) gradients
                 np.testing.assert_array_equal(steps[:, 1], self.arrays[0][mode + ".lockstep"][:, 1])
+
+    def streams(self, mode):
+        """Every rank's own gradients of the lockstep run as trainwire streams (a dense frame
+        per parameter and step), and the hook's results: [rank][step] -> [per parameter]."""
+        shapes = self.info[0]["shapes"]
+        sizes = [int(np.prod(sh)) for sh in shapes]
+        cut = np.cumsum([0] + sizes)
+        paths, hooked = [], []
+        for r, z in enumerate(self.arrays):
+            steps = z[mode + ".lockstep"]
+            paths.append(os.path.join(self.dir, "%s-r%d.tw" % (mode, r)))
+            with open(paths[-1], "wb") as f, Writer(f, producer="test_torch_hooks") as w:
+                for s in range(STEPS):
+                    for i, sh in enumerate(shapes):
+                        w.write(dense("p%d" % i, steps[s, 2, cut[i]:cut[i + 1]].reshape(sh), step=s, rank=r))
+            hooked.append([[steps[s, 1, cut[i]:cut[i + 1]] for i in range(len(shapes))] for s in range(STEPS)])
+        return paths, hooked
+
+    def assertBitIdentical(self, frames, hooked, what):
+        """frames: the sums, a dense frame per parameter and step; hooked: the hook's averages."""
+        frames = [f for f in frames if f["t"] == "dense"]
+        n = len(hooked[0][0])
+        self.assertEqual(len(frames), STEPS * n)
+        for k, f in enumerate(frames):
+            s, i = divmod(k, n)
+            self.assertEqual((f["step"], f["name"]), (s, "p%d" % i))
+            want = to_numpy(f).reshape(-1) * np.float32(1 / WORLD)   # exact: a power of two
+            for r in range(WORLD):
+                np.testing.assert_array_equal(hooked[r][s][i], want, "%s: rank %d step %d p%d" % (what, r, s, i))
+
+    def test_zen_hook_is_hashsync_ref_bit_for_bit(self):
+        # zen adds every row's contributions in rank order, as `hashsync ref` does
+        paths, hooked = self.streams("zen")
+        with open(paths[0] + ".ref", "w+b") as f:
+            subprocess.run([binary("hashsync"), "ref"] + paths, stdout=f, check=True, timeout=120)
+            f.seek(0)
+            self.assertBitIdentical(list(Reader(f)), hooked, "zen vs hashsync ref")
+
+    def test_dense_hook_is_the_dense_ring_bit_for_bit(self):
+        # the dense hook is lib/collective's ring: `hashsync sync --scheme dense` on the same
+        # gradients, 4 processes, gives the same bits
+        paths, hooked = self.streams("dense")
+        master = "127.0.0.1:%d" % free_port()
+        procs = []
+        for r, path in enumerate(paths):   # outputs to files: a full pipe would stall the ring
+            with open(path, "rb") as f, open(path + ".sum", "wb") as o, open(path + ".err", "wb") as e:
+                procs.append(subprocess.Popen([binary("hashsync"), "sync", "--scheme", "dense", "--rank",
+                                               str(r), "--world", str(WORLD), "--master", master,
+                                               "--timeout", "60s"], stdin=f, stdout=o, stderr=e))
+        for r, (p, path) in enumerate(zip(procs, paths)):
+            with open(path + ".err") as e:
+                self.assertEqual(p.wait(timeout=120), 0, "rank %d: %s" % (r, e.read()))
+            with open(path + ".sum", "rb") as f:
+                self.assertBitIdentical(list(Reader(f)), hooked, "dense vs sync rank %d" % r)
 
     def test_loss_curve_equals_gloo(self):
         for r, z in enumerate(self.arrays):

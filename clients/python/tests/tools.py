@@ -5,6 +5,7 @@ A tool binary is taken from $TRAINWIRE_BIN (CI sets it), else <repo>/bin, else b
 test is skipped.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)
@@ -56,3 +59,77 @@ def free_ports(n):
     finally:
         for s in socks:
             s.close()
+
+
+def have_torch():
+    """Whether torch.distributed imports; with TRAINWIRE_REQUIRE_PYTHON=1 its absence fails."""
+    try:
+        import torch.distributed  # noqa: F401
+        return True
+    except ImportError:
+        if os.environ.get("TRAINWIRE_REQUIRE_PYTHON") == "1":
+            raise
+        return False
+
+
+def torchrun(worker, args, world=4, env=None, timeout=400, extra=()):
+    """Runs tests/WORKER ARGS under `python -m torch.distributed.run` with world CPU processes
+    (trainwire's binaries and this package in the environment); returns (exit code, output)."""
+    port = free_ports(1)[0]   # torch's store; the sidecars' rendezvous takes port+1
+    env = dict(os.environ if env is None else env, PYTHONPATH=PYROOT)
+    env.setdefault("TRAINWIRE_BIN", os.path.dirname(binary("hashsync")))
+    # torch 1.13's launcher spells flags with underscores; its default redirects crash on
+    # Python 3.11, hence --redirects/--tee (tools/hashsync/e2e_test.go TestCheckUnderTorchrun)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+           "--master_addr", "127.0.0.1", "--master_port", str(port),
+           "--redirects", "9:0", "--tee", "9:0"] + list(extra) + \
+        [os.path.join(HERE, worker)] + [str(a) for a in args]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace")
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def launch_ranks(worker, args, world=4, env=None):
+    """Starts tests/WORKER ARGS as world processes with torch.distributed's variables set by hand
+    (no launcher agent to tear the survivors down when a rank dies), each in its own session so
+    a test or the rank itself can kill it with its sidecar. Returns the Popen objects; each
+    one's output goes to a temporary file, p.log (read_log)."""
+    port = free_ports(1)[0]
+    procs = []
+    for r in range(world):
+        e = dict(os.environ if env is None else env, PYTHONPATH=PYROOT, RANK=str(r),
+                 WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.setdefault("TRAINWIRE_BIN", os.path.dirname(binary("hashsync")))
+        for k in ("LOCAL_RANK", "TORCHELASTIC_RUN_ID", "TRAINWIRE_SERVE_SOCKET"):
+            e.pop(k, None)
+        log = tempfile.NamedTemporaryFile(prefix="tw-rank%d-" % r, suffix=".log", delete=False)
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, worker)] + [str(a) for a in args],
+                             env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        p.log = log.name
+        procs.append(p)
+    return procs
+
+
+def read_log(p):
+    try:
+        with open(p.log, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def torchrun_class(cls, worker, args, world, env=None):
+    """setUpClass of a test class fed by one torchrun of tests/WORKER OUTDIR ARGS whose ranks
+    write OUTDIR/r<rank>.npz and .json: sets cls.dir, cls.log, cls.arrays, cls.info (rank order);
+    tearDownClass removes cls.dir."""
+    cls.dir = tempfile.mkdtemp(prefix="tw-%s-" % os.path.splitext(worker)[0])
+    rc, cls.log = torchrun(worker, [cls.dir] + list(args), world, env)
+    if rc != 0:
+        raise AssertionError("torchrun exited %d:\n%s" % (rc, cls.log[-6000:]))
+    cls.arrays = [np.load(os.path.join(cls.dir, "r%d.npz" % r)) for r in range(world)]
+    cls.info = [load_json(os.path.join(cls.dir, "r%d.json" % r)) for r in range(world)]

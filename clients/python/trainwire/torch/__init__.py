@@ -99,7 +99,25 @@ class _Region:
         self.view = torch.from_numpy(seg.array(off, nbytes // 4))  # float32, shared memory
 
 
-class HashsyncState:
+class _HookState:
+    """What every hook's state shares: its sidecar, stopped (or disconnected from) by close()."""
+
+    sidecar, _own = None, False
+
+    def close(self):
+        """Stops the sidecar this state started (or disconnects from an attached one)."""
+        if self._own:
+            self.sidecar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class HashsyncState(_HookState):
     """The hook's state: the sidecar, the step counter, each bucket's range of shared memory.
 
     Every rank's DDP issues the same buckets in the same order (its reducer launches them in
@@ -134,17 +152,8 @@ class HashsyncState:
             return r
 
     def close(self):
-        """Stops the sidecar this state started (or disconnects from an attached one)."""
         self._regions = {}
-        if self._own:
-            self.sidecar.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+        super().close()
 
 
 def _wait(fut):
@@ -223,13 +232,33 @@ def hashsync_hook(scheme="dense", sidecar=None, socket=None, args=(), average=Tr
     $TRAINWIRE_SERVE_SOCKET (started by a launcher script), else this rank's `hashsync serve
     --scheme SCHEME ARGS`, started now (binary from $TRAINWIRE_BIN or PATH) and stopped by
     state.close() or at exit. `timeout`: seconds without a reply before a request fails."""
-    own = sidecar is None
-    if sidecar is None:
-        socket = socket or os.environ.get("TRAINWIRE_SERVE_SOCKET")
-        if socket:
-            sidecar = attach_sidecar(socket, timeout=timeout, connect_timeout=connect_timeout)
-        else:
-            sidecar = start_sidecar("hashsync", ["--scheme", scheme] + list(args), timeout=timeout,
-                                    connect_timeout=connect_timeout, **start_kw)
+    sidecar, own = _sidecar("hashsync", ["--scheme", scheme] + list(args), sidecar, socket, timeout,
+                            connect_timeout, start_kw)
     return HashsyncState(sidecar, scheme, average, own), hashsync_comm_hook
 
+
+def _sidecar(tool, args, sidecar, socket, timeout, connect_timeout, start_kw):
+    """(sidecar, own): the one given, else the one at socket or $TRAINWIRE_SERVE_SOCKET (a
+    launcher script's), else this rank's `TOOL serve ARGS` started now (own: stopped by close)."""
+    if sidecar is not None:
+        return sidecar, False
+    socket = socket or os.environ.get("TRAINWIRE_SERVE_SOCKET")
+    if socket:
+        return attach_sidecar(socket, tool + " serve", timeout=timeout,
+                              connect_timeout=connect_timeout), True
+    return start_sidecar(tool, args, timeout=timeout, connect_timeout=connect_timeout,
+                         **start_kw), True
+
+
+
+from .straggle import StraggleState, straggle_hook  # noqa: E402 - builds on the helpers above
+
+__all__ += ["straggle_hook", "StraggleState"]
+
+from .checkpoint import CheckpointError, Checkpointer  # noqa: E402
+
+__all__ += ["Checkpointer", "CheckpointError"]
+
+from .gradsync import GradSync, fusion_groups  # noqa: E402
+
+__all__ += ["GradSync", "fusion_groups"]

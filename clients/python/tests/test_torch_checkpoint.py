@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""trainwire.torch.Checkpointer: the shard format round trip, and the restart contract under a
+real torchrun with 4 real `ckpt agent`s (tests/ckpt_worker.py): rank 1 is killed with SIGKILL
+mid-training, torchrun (--max_restarts 1) restarts every rank, each restores the committed
+iteration from its agent and trains on; the job ends with exactly (bit for bit) the parameters
+and extra state of an uninterrupted run with the same seed.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+from tests.tools import binary, free_ports, have_torch, load_json, torchrun  # noqa: E402
+
+WORLD, STEPS, EVERY, KILL = 4, 14, 3, 8
+
+
+@unittest.skipUnless(have_torch(), "no torch")
+class ShardFormat(unittest.TestCase):
+    def test_round_trip(self):
+        import torch
+        from trainwire.torch.checkpoint import pack_state, unpack_state
+        st = {"model": {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor(1.5),
+                        "e": torch.zeros(0, 4), "h": torch.tensor([1, 2], dtype=torch.bfloat16)},
+              "optimizer": {"state": {0: {"momentum_buffer": torch.ones(3, dtype=torch.float64)}},
+                            "param_groups": [{"lr": 0.1, "params": [0], "nesterov": False, "foreach": None}]},
+              "extra": {"ef": np.full(5, 2, np.int64), "name": "x", "raw": b"\x00\x01"}, "iter": 7}
+        buf = b"".join(a.tobytes() for a in pack_state(st))
+        got = unpack_state(memoryview(buf))
+        self.assertEqual(got["iter"], 7)
+        for k, t in st["model"].items():
+            self.assertEqual((got["model"][k].dtype, got["model"][k].shape), (t.dtype, t.shape), k)
+            self.assertTrue(torch.equal(got["model"][k], t), k)
+        self.assertTrue(torch.equal(got["optimizer"]["state"][0]["momentum_buffer"], torch.ones(3, dtype=torch.float64)))
+        self.assertEqual(got["optimizer"]["param_groups"], st["optimizer"]["param_groups"])
+        self.assertTrue(torch.equal(got["extra"]["ef"], torch.full((5,), 2, dtype=torch.int64)))
+        self.assertEqual((got["extra"]["name"], got["extra"]["raw"]), ("x", b"\x00\x01"))
+        with self.assertRaises(ValueError):
+            unpack_state(memoryview(b"NOTACKPT" + buf[8:]))
+        with self.assertRaises(ValueError):
+            unpack_state(memoryview(buf[:len(buf) - 8]))   # the last tensor cut short
+
+
+@unittest.skipUnless(have_torch(), "no torch")
+class CheckpointerUnderTorchrun(unittest.TestCase):
+    def start_agents(self, d):
+        peers = ",".join("127.0.0.1:%d" % p for p in free_ports(WORLD))
+        procs = []
+        for r in range(WORLD):
+            log = open(os.path.join(d, "agent%d.log" % r), "wb")
+            self.addCleanup(log.close)
+            procs.append(subprocess.Popen(
+                [binary("ckpt"), "agent", "--rank", str(r), "--world", str(WORLD), "--run-id", "pyckpt",
+                 "--peers", peers, "--socket", os.path.join(d, "s%d" % r), "--m", "2",
+                 "--memory", "64MiB", "--buffer", "1MiB"], stdout=log, stderr=log))
+        for p in procs:
+            self.addCleanup(p.wait)
+            self.addCleanup(p.kill)
+        deadline = time.monotonic() + 60
+        for r in range(WORLD):
+            while not os.path.exists(os.path.join(d, "s%d" % r)):
+                self.assertIsNone(procs[r].poll(), "agent %d exited" % r)
+                self.assertLess(time.monotonic(), deadline, "agent %d: no socket" % r)
+                time.sleep(0.05)
+
+    def run_job(self, d, every, kill, env=None, extra=()):
+        out = os.path.join(d, "out-%d-%d" % (every, kill))
+        os.mkdir(out)
+        rc, log = torchrun("ckpt_worker.py", [out, STEPS, every, kill], WORLD, env, extra=extra)
+        self.assertEqual(rc, 0, log[-6000:])
+        return ([np.load(os.path.join(out, "r%d.npz" % r)) for r in range(WORLD)],
+                [load_json(os.path.join(out, "r%d.json" % r)) for r in range(WORLD)], log)
+
+    def test_killed_rank_resumes_from_the_committed_iteration(self):
+        d = tempfile.mkdtemp(prefix="tw-ckpt-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.start_agents(d)
+        env = dict(os.environ, TRAINWIRE_CKPT_SOCKET=os.path.join(d, "s{rank}"))
+        got, info, log = self.run_job(d, EVERY, KILL, env, ["--max_restarts", "1", "--monitor_interval", "1"])
+        starts = {i["start"] for i in info}
+        self.assertEqual(len(starts), 1, info)    # every rank restored the same iteration
+        start = starts.pop()
+        # the second attempt resumed from a committed checkpoint taken before the kill
+        self.assertIn(start, range(EVERY, KILL + 1, EVERY), info)
+        for r, i in enumerate(info):
+            self.assertEqual(i["attempt"], 1, "rank %d ran once: no restart?\n%s" % (r, log[-4000:]))
+            self.assertEqual(i["source"], "local", i)   # the agents kept their memory
+            self.assertEqual(i["attempts"], [0, 0, 1], i)   # the extra dict came back too
+            self.assertEqual(i["saved"], list(range(start + EVERY, STEPS + 1, EVERY)), i)
+            # the uninterrupted run (ref_*: the same job without checkpoints, run first)
+            np.testing.assert_array_equal(got[r]["params"], got[r]["ref_params"], "rank %d" % r)
+            np.testing.assert_array_equal(got[r]["seen"], got[r]["ref_seen"], "rank %d" % r)
+        np.testing.assert_array_equal(got[0]["params"], got[3]["params"])
+
+
+if __name__ == "__main__":
+    unittest.main()
