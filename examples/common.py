@@ -10,6 +10,9 @@ Every example runs under torchrun with CPU processes (gloo) and switches its gra
                without an embedding treat it as ddp
   hashsync     DDP with trainwire's hashsync_hook (--scheme, default zen): this rank's
                `hashsync serve` sidecar syncs each bucket
+  compressor   DDP with trainwire's compressor_hook: this rank's `compressor serve` compresses
+               every gradient with error feedback (--algo, --ratio, --memory, --collective, or
+               --plan: a `compressor plan` stream, per parameter name)
   none         no communication at all: every rank trains alone (the compute-only floor that
                the communication share is measured against)
 
@@ -30,7 +33,7 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "none")
+SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "compressor", "none")
 
 
 def parser(description):
@@ -40,6 +43,11 @@ def parser(description):
                    help="how gradients are synced (env TRAINWIRE_SYNC; default ddp)")
     p.add_argument("--scheme", default="zen", help="hashsync scheme for --sync hashsync")
     p.add_argument("--powersgd-rank", type=int, default=4, help="PowerSGD's rank")
+    p.add_argument("--algo", default="topk", help="compressor codec for --sync compressor (topk)")
+    p.add_argument("--ratio", type=float, default=0.01, help="sparsifiers' density (0.01)")
+    p.add_argument("--memory", default="residual", help="compressor error feedback (residual)")
+    p.add_argument("--collective", default="auto", help="compressor collective (auto)")
+    p.add_argument("--plan", default=None, help="compressor plan stream for --sync compressor")
     p.add_argument("--steps", type=int, default=50, help="training steps (default 50)")
     p.add_argument("--warmup", type=int, default=3,
                    help="steps left out of the samples/s figure (default 3)")
@@ -85,6 +93,12 @@ class Sync:
         elif args.sync == "hashsync":
             from trainwire.torch import hashsync_hook
             self.state, hook = hashsync_hook(scheme=args.scheme)
+            self.model.register_comm_hook(self.state, hook)
+        elif args.sync == "compressor":
+            from trainwire.torch import compressor_hook
+            self.state, hook = compressor_hook(self.model, algo=args.algo, ratio=args.ratio,
+                                               memory=args.memory, collective=args.collective,
+                                               plan=args.plan)
             self.model.register_comm_hook(self.state, hook)
 
     def close(self):

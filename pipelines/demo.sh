@@ -3,9 +3,12 @@
 # through trainwire side by side with gloo DDP, then a report and a picture.
 #
 #   1. profile  examples/deepfm.py under torchrun (4 CPU ranks, gloo DDP) with torch.profiler
-#   2. plan     profiler summary + model on those traces → fuser plan (pipelines/profile-plan.sh)
-#   3. train    the same model, seed and data twice: gloo DDP, and DDP with trainwire's
-#               hashsync hook (Zen's hashed sparse sync through this rank's `hashsync serve`)
+#   2. plan     profiler summary + model on those traces → fuser plan and compressor plan
+#               (pipelines/profile-plan.sh)
+#   3. train    the same model, seed and data three times: gloo DDP; DDP with trainwire's
+#               hashsync hook (Zen's hashed sparse sync through this rank's `hashsync serve`);
+#               DDP with trainwire's compressor hook executing the compression plan of stage 2
+#               (`compressor serve`: top-k 1% with error feedback where the plan says so)
 #   4. report   a table (samples/s, step time, final loss against gloo DDP's) and pictures
 #               in OUTDIR: report.png (loss curves, throughput), timeline.png (one profiled step)
 #
@@ -69,8 +72,11 @@ stage profile-plan pipelines/profile-plan.sh "$OUT/plan" "${MODEL[@]}"
 stage train-ddp pipelines/train.sh "${MODEL[@]}" --sync ddp --steps "$STEPS" --metrics "$OUT/ddp.jsonl"
 stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
   --metrics "$OUT/trainwire.jsonl"
+stage train-compressor pipelines/train.sh "${MODEL[@]}" --sync compressor --plan "$OUT/plan/compression.tw" \
+  --steps "$STEPS" --metrics "$OUT/compressor.jsonl"
 stage report /usr/bin/python3 pipelines/report.py --png "$OUT/report.png" --json "$OUT/report.json" \
-  "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl"
+  "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl" \
+  "trainwire (compressor, Espresso plan)=$OUT/compressor.jsonl"
 stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo DDP)" \
   -o "$OUT/timeline.png" "$OUT/plan/traces/rank-0.json" "$OUT/plan/traces/rank-1.json"
 
@@ -80,6 +86,11 @@ stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo 
   echo "trained on $where"
   echo
   cat "$OUT/logs/report.log" | grep -v '^report: wrote'
+  echo
+  predicted=$(sed -n 's/^predicted iteration: \([0-9.]*\) ms.*/\1/p' "$OUT/plan/compression.txt")
+  measured=$(/usr/bin/python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))[2]["step_ms"])' "$OUT/report.json")
+  echo "Espresso's plan (compressor plan, topk 1%): predicted $predicted ms per iteration, measured $measured ms"
+  grep -E '^[0-9]+ ' "$OUT/plan/compression.txt" | awk '{printf "  %-14s %-10s %s\n", $2, $3, substr($0, index($0,$7))}'
   echo
   echo "plan (Cupcake's fusion of the profiled model's gradients):"
   sed -n '1p;/^  group/,/^baselines/p' "$OUT/plan/fusion.txt" | grep -v '^baselines' | sed 's/^/  /'

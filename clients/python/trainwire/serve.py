@@ -240,11 +240,13 @@ class Client:
         self._segments.append(seg)
         return seg
 
-    def sync(self, step, tensors, average=False):
+    def sync(self, step, tensors, average=False, opts=None):
         """Future of the reply to a sync of tensors (maps from Segment.tensor(), or inline ones
-        with "data"); its result raises SidecarError unless ok."""
-        f = self.submit({"op": "sync", "step": int(step), "tensors": tensors,
-                         "opts": {"average": bool(average)}})
+        with "data"); its result raises SidecarError unless ok. opts: the tool's other request
+        options (compressor serve: save_state, reset_state)."""
+        o = dict(opts or {})
+        o["average"] = bool(average)
+        f = self.submit({"op": "sync", "step": int(step), "tensors": tensors, "opts": o})
         out = concurrent.futures.Future()
 
         def done(f):

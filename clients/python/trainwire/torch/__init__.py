@@ -151,6 +151,10 @@ class HashsyncState(_HookState):
             self._regions[index] = r
             return r
 
+    def tensor_name(self, bucket, i):
+        """The name of gradient i of a bucket in the sync request."""
+        return "b%d.%d" % (bucket.index(), i)
+
     def close(self):
         self._regions = {}
         super().close()
@@ -176,6 +180,14 @@ def _failed(exc):
 def hashsync_comm_hook(state, bucket):
     """DDP communication hook (register with model.register_comm_hook(state, hook)): the
     bucket's average over the ranks through this rank's `hashsync serve`."""
+    return bucket_comm_hook(state, bucket, "hashsync serve")
+
+
+def bucket_comm_hook(state, bucket, tool, opts=None):
+    """The body of the bucket hooks (hashsync, compressor): the bucket copied into shared
+    memory, one `sync` request naming each parameter's gradient in it (state.tensor_name(index,
+    i, grad); the whole bucket as one tensor when its gradients are not views of it), the future
+    completed with the sidecar's result copied back."""
     buf = _buffer(bucket)
     index = bucket.index()
     step = state.step
@@ -183,8 +195,8 @@ def hashsync_comm_hook(state, bucket):
         state.step += 1
     if buf.dtype != torch.float32 or buf.device.type != "cpu":
         return _failed(SidecarError(
-            "trainwire: hashsync hook of rank %d: bucket %d is %s on %s; hashsync serve sums "
-            "float32 CPU tensors" % (state.rank, index, buf.dtype, buf.device), "hashsync serve",
+            "trainwire: %s hook of rank %d: bucket %d is %s on %s; the sidecar syncs float32 CPU "
+            "tensors" % (tool.split()[0], state.rank, index, buf.dtype, buf.device), tool,
             state.rank, "bad_request"))
     flat = buf.view(-1)
     try:
@@ -202,10 +214,11 @@ def hashsync_comm_hook(state, bucket):
             # not a view of the bucket: sync the bucket as one flat tensor
             tensors = [region.seg.tensor("b%d" % index, region.off, [flat.numel()])]
             break
-        tensors.append(region.seg.tensor("b%d.%d" % (index, i), region.off + off, list(g.shape)))
+        tensors.append(region.seg.tensor(state.tensor_name(bucket, i), region.off + off,
+                                         list(g.shape)))
     fut = torch.futures.Future()
     state.requests += 1
-    cf = state.client.sync(step, tensors, average=state.average)
+    cf = state.client.sync(step, tensors, average=state.average, opts=opts)
 
     def done(cf):
         try:
@@ -262,3 +275,7 @@ __all__ += ["Checkpointer", "CheckpointError"]
 from .gradsync import GradSync, fusion_groups  # noqa: E402
 
 __all__ += ["GradSync", "fusion_groups"]
+
+from .compressor import CompressorState, compressor_hook  # noqa: E402
+
+__all__ += ["compressor_hook", "CompressorState"]
