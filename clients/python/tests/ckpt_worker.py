@@ -4,8 +4,9 @@ MLP trained with gloo DDP and SGD with momentum for STEPS steps, an extra state 
 of the losses) beside it: first uninterrupted without checkpoints (the reference), then with a
 Checkpointer saving to this rank's ckpt agent ($TRAINWIRE_CKPT_SOCKET) every EVERY steps and
 restoring at start; with KILL > 0, rank 1 of the first attempt kills itself with SIGKILL once step
-KILL of the second run is done (torchrun --max_restarts 1 then restarts every rank). Writes both
-runs' final parameters and what the second restored.
+KILL of the second run is done (torchrun --max_restarts 1 then restarts every rank), and kills
+first the agent whose pid is $TW_TEST_AGENT_PID if set. Writes both runs' final parameters and
+what the second restored.
 
 usage: ckpt_worker.py OUTDIR STEPS EVERY KILL
 """
@@ -82,6 +83,9 @@ def train(rank, steps, every, kill, attempt):
         extra["seen"] += loss.detach().double()
         if kill and attempt == 0 and rank == VICTIM and it + 1 == kill:
             sys.stdout.flush()
+            agent = os.environ.get("TW_TEST_AGENT_PID")
+            if agent:   # the machine's failure: this rank's agent (and its memory) dies too
+                os.kill(int(agent), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
         if ck is not None:
             ck.step(it + 1)

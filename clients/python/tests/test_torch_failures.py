@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import unittest
 
-from tests.tools import have_torch, launch_ranks, load_json, read_log  # noqa: E402
+from tests.tools import binary, free_port, have_torch, launch_ranks, load_json, read_log  # noqa: E402
 
 WORLD, DEADLINE = 4, 20   # the hooks' timeout is 30 s; a failure must come well before
 
@@ -96,3 +96,29 @@ class HookFailures(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(have_torch(), "no torch")
+class Refusals(unittest.TestCase):
+    """What the hooks refuse before sending anything, in this process (world 1): a float64
+    model's buckets fail the step with an error naming the hook, the rank and the dtype."""
+
+    def test_float64_buckets(self):
+        import torch
+        import torch.distributed as dist
+        from torch import nn
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from trainwire.torch import hashsync_hook, straggle_hook
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % free_port(), rank=0, world_size=1)
+        self.addCleanup(dist.destroy_process_group)
+        kw = {"rank": 0, "world": 1, "connect_timeout": 60}
+        for name, make in (("hashsync", lambda m: hashsync_hook("dense", binary=binary("hashsync"), **kw)),
+                           ("straggle", lambda m: straggle_hook(m, binary=binary("straggle"), **kw))):
+            m = DDP(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 1)).double(), bucket_cap_mb=0.0001)
+            state, hook = make(m)
+            self.addCleanup(state.close)
+            m.register_comm_hook(state, hook)
+            with self.assertRaises(RuntimeError) as cm:
+                m(torch.ones(2, 4, dtype=torch.float64)).sum().backward()
+            self.assertRegex(str(cm.exception), r"%s hook of rank 0: .*bucket \d+ is torch.float64 on cpu" % name)
+            self.assertEqual(state.requests if name == "hashsync" else state.steps, 0)

@@ -20,6 +20,7 @@ nbytes]), then every tensor's bytes at a 64-byte aligned offset.
 
 import os
 import struct
+import time
 
 import msgpack
 import numpy as np
@@ -125,16 +126,17 @@ class Checkpointer:
 
     `socket`: the agent's trainer socket (default $TRAINWIRE_CKPT_SOCKET; {rank}, {local_rank}
     replaced). `wait`: seconds a save waits for the previous checkpoint's commit (the agent's
-    --commit-wait otherwise). Attributes: `restored` (iteration, source) of the last restore,
+    --commit-wait otherwise). `timeout`: seconds for one operation; `connect_timeout`: for the
+    agent's socket to appear. Attributes: `restored` (iteration, source) of the last restore,
     `saved` (iterations saved), `extra` (after restore: what was saved, objects loaded in place)."""
 
     def __init__(self, model, optimizer=None, every=100, extra=None, socket=None, timeout=120.0,
-                 wait=None, rank=None):
+                 wait=None, rank=None, connect_timeout=60.0):
         self.model, self.optimizer, self.every = model, optimizer, int(every)
         self.extra = extra if extra is not None else {}
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.path = _socket_path(socket)
-        self.timeout, self.wait = timeout, wait
+        self.timeout, self.wait, self.connect_timeout = timeout, wait, connect_timeout
         self.restored, self.saved = None, []
         self._agent = None
 
@@ -142,9 +144,18 @@ class Checkpointer:
         return "ckpt agent of rank %d (%s)" % (self.rank, self.path)
 
     def agent(self):
-        if self._agent is None:
+        """The connection to the agent; waits up to connect_timeout for its socket (an agent
+        being replaced, or started beside the trainer, may not listen yet)."""
+        deadline = time.monotonic() + self.connect_timeout
+        while self._agent is None:
             try:
                 self._agent = Agent(self.path, self.timeout)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                if time.monotonic() > deadline:
+                    raise CheckpointError("trainwire: Checkpointer: no %s after %.0f s: %s"
+                                          % (self._who(), self.connect_timeout, e), self.rank,
+                                          "gone") from None
+                time.sleep(0.05)
             except OSError as e:
                 raise CheckpointError("trainwire: Checkpointer: no %s: %s" % (self._who(), e),
                                       self.rank, "gone") from None

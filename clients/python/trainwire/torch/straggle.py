@@ -46,6 +46,7 @@ class StraggleState(_HookState):
         self.steps = 0        # requests sent (one per step)
         self.replies = []
         self._step = []       # this step's buckets: (future, buffer, [(buffer off, vec off, numel)])
+        self._refused = None  # the refusal of an earlier bucket of this step
 
     @staticmethod
     def _numel(shape):
@@ -77,7 +78,10 @@ def straggle_comm_hook(state, bucket):
         exc = SidecarError("trainwire: straggle hook of rank %d: DDP bucket %d %s"
                            % (state.rank, bucket.index(), what), state.tool, state.rank, "bad_request")
         _fail_step(state, exc)
+        state._refused = None if bucket.is_last() else exc   # the step's later buckets fail too
         return _failed(exc)
+    if state._refused is not None:   # an earlier bucket of this step was refused: nothing is sent
+        return refuse("belongs to a step whose earlier bucket was refused (%s)" % state._refused)
     if buf.dtype != torch.float32 or buf.device.type != "cpu":
         return refuse("is %s on %s; straggle serve averages float32 CPU tensors"
                       % (buf.dtype, buf.device))
