@@ -20,11 +20,17 @@ Rank 0 prints one JSON line per step to --metrics (or stdout with "-"): step, lo
 the ranks), seconds, samples; and a summary line at the end. With --profile DIR, torch.profiler
 records steps 2..2+--profile-steps into traces in DIR (rank-<r>.json, with the parameter list
 rank-<r>.meta.json beside), which `profiler summary` and `profiler model` read.
+
+With --ckpt-every N the loop checkpoints model and optimizer to this rank's `ckpt agent` every N
+steps (trainwire.torch.Checkpointer) and starts from the job's newest committed iteration, so a
+job torchrun restarts (--max_restarts) resumes where its checkpoint was; --crash-rank/--crash-at
+make one rank of the first attempt die by SIGKILL, to watch that happen.
 """
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -60,6 +66,12 @@ def parser(description):
     p.add_argument("--profile-steps", type=int, default=3, help="steps profiled (default 3)")
     p.add_argument("--bucket-mb", type=float, default=25, help="DDP bucket cap in MB")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    p.add_argument("--ckpt-every", type=int, default=int(os.environ.get("TRAINWIRE_CKPT_EVERY", 0)),
+                   help="checkpoint to this rank's ckpt agent ($TRAINWIRE_CKPT_SOCKET) every N steps "
+                        "and resume from its committed iteration at start (env TRAINWIRE_CKPT_EVERY)")
+    p.add_argument("--crash-rank", type=int, default=-1,
+                   help="for demos: this rank kills itself with SIGKILL in the first attempt...")
+    p.add_argument("--crash-at", type=int, default=-1, help="...after finishing this step")
     return p
 
 
@@ -106,15 +118,27 @@ class Sync:
             self.state.close()
 
 
+def attempt():
+    """Which attempt of the job this is: 0, then 1, … after torchrun restarted it."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+
+
 class Metrics:
-    """Rank 0's per-step JSON lines and the summary."""
+    """Rank 0's per-step JSON lines and the summary. A restarted attempt appends: its steps
+    follow an event line saying what it resumed from."""
 
     def __init__(self, args, rank, world, name):
         self.args, self.rank, self.world, self.name = args, rank, world, name
         self.out = None
         if rank == 0 and args.metrics:
-            self.out = sys.stdout if args.metrics == "-" else open(args.metrics, "w")
+            self.out = sys.stdout if args.metrics == "-" else open(args.metrics, "a" if attempt() else "w")
         self.timed, self.samples, self.losses = 0.0, 0, []
+
+    def event(self, **kw):
+        """One line that is not a step (a restore)."""
+        if self.out:
+            self.out.write(json.dumps(dict(kw, event=True)) + "\n")
+            self.out.flush()
 
     def step(self, step, loss, seconds, samples):
         """Records one step: loss is this rank's; the mean over ranks is logged."""
@@ -185,16 +209,44 @@ def meta(args, net):
                          "bytes": sum(rev[i][1].numel() * 4 for i in b)} for b in idx]}
 
 
+def checkpointer(args, net, opt, metrics):
+    """(Checkpointer, first step): with --ckpt-every, the state restored from this rank's ckpt
+    agent (the job's newest committed iteration; 0 on a fresh job)."""
+    if args.ckpt_every <= 0:
+        return None, 0
+    from trainwire.torch import Checkpointer
+    ck = Checkpointer(net, opt, every=args.ckpt_every)
+    t0 = time.perf_counter()
+    start = ck.restore()
+    if attempt() or start:
+        it, source = ck.restored if ck.restored else (start, None)
+        metrics.event(restored=int(it), source=source, attempt=attempt(),
+                      restore_s=round(time.perf_counter() - t0, 6))
+        print("rank %d: attempt %d resumes from iteration %d (%s) in %.3f s" % (
+            dist.get_rank(), attempt(), start, source, time.perf_counter() - t0), file=sys.stderr)
+    return ck, start
+
+
+def crash(args, step):
+    """--crash-rank/--crash-at: the first attempt of that rank dies as a killed process would."""
+    if dist.get_rank() == args.crash_rank and step == args.crash_at and attempt() == 0:
+        print("rank %d: crashing on purpose after step %d (SIGKILL)" % (args.crash_rank, step),
+              file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def train(args, name, net, model, opt, batch, loss_fn, samples):
     """The loop: batch(step) gives this rank's inputs, loss_fn(model, inputs) the loss; net is
-    the unwrapped model (its parameters name the profile's gradients)."""
+    the unwrapped model (its parameters name the profile's gradients and the checkpoint's
+    state)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     metrics = Metrics(args, rank, world, name)
+    ck, start = checkpointer(args, net, opt, metrics)
     prof = profiler(args, rank, net)
     if prof:
         prof.start()
     try:
-        for step in range(args.steps):
+        for step in range(start, args.steps):
             inputs = batch(step)
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
@@ -208,6 +260,9 @@ def train(args, name, net, model, opt, batch, loss_fn, samples):
             if prof:
                 prof.step()
             metrics.step(step, loss.item(), dt, samples)
+            if ck:
+                ck.step(step + 1)
+            crash(args, step)
     finally:
         if prof:
             prof.stop()

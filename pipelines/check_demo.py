@@ -8,7 +8,9 @@ usage: check_demo.py OUT
 - trainwire's loss curve equals gloo DDP's within 1e-5 relative at every step (the hook's
   tolerance, issue 27); the compressed run's final loss is within 2% of gloo DDP's;
 - report.png and timeline.png are valid PNGs of non-trivial size;
-- the plan stage wrote a model with gradients and a fusion plan;
+- the plan stage wrote a fusion plan and a compression plan;
+- the run whose rank 1 was killed restarted once, resumed from a committed iteration and ended with
+  the uninterrupted run's loss exactly; the cron job persisted an iteration, which verify checked;
 - no process the demo started is left (none carries its mark TRAINWIRE_DEMO=OUT).
 Exit 0 when all hold, 1 with one line per broken promise.
 """
@@ -52,9 +54,39 @@ def leftovers(out):
     return left
 
 
+def check_resume(out, uninterrupted):
+    """The killed-and-resumed run: it restarted once, resumed from a committed iteration (one it
+    checkpointed: a multiple of the period, before the crash), ran every step, and ended with the
+    uninterrupted run's loss exactly (the hashsync hook's sums do not depend on DDP's buckets);
+    the cron job persisted a committed iteration."""
+    bad = []
+    try:
+        with open(os.path.join(out, "crash.jsonl")) as f:
+            recs = [json.loads(x) for x in f if x.strip()]
+    except OSError as e:
+        return ["resumed run: %s" % e]
+    events = [r for r in recs if r.get("event")]
+    done = {r["step"]: r for r in recs if "step" in r and not r.get("event")}
+    if len(events) != 1 or events[0].get("attempt") != 1:
+        return ["resumed run: restarts %s, want one restart (attempt 1)" % events]
+    it = events[0]["restored"]
+    if it <= 0 or events[0].get("source") is None:
+        bad.append("resumed run: resumed from iteration %s (%s), not a committed checkpoint" % (it, events[0].get("source")))
+    if sorted(done) != list(range(len(uninterrupted))):
+        bad.append("resumed run: steps %s recorded" % sorted(done))
+    elif done[max(done)]["loss"] != uninterrupted[-1]["loss"]:
+        bad.append("resumed run: final loss %.9g, the uninterrupted run's %.9g" % (done[max(done)]["loss"], uninterrupted[-1]["loss"]))
+    persisted = [d for d in os.listdir(os.path.join(out, "ckpt", "persistent")) if d.startswith("iter-")] \
+        if os.path.isdir(os.path.join(out, "ckpt", "persistent")) else []
+    if not persisted:
+        bad.append("the cron job persisted no iteration under ckpt/persistent")
+    return bad
+
+
 def check(out):
     bad = []
-    for stage in ("profile-plan", "train-ddp", "train-trainwire", "train-compressor", "report", "timeline"):
+    for stage in ("profile-plan", "train-ddp", "train-trainwire", "train-compressor", "train-crash",
+                  "ckpt-persist", "ckpt-verify", "report", "timeline"):
         if not os.path.exists(os.path.join(out, "logs", stage + ".log")):
             bad.append("stage %s did not run (no logs/%s.log)" % (stage, stage))
     try:
@@ -77,6 +109,7 @@ def check(out):
                        % (len(comp), comp[-1]["loss"], ddp[-1]["loss"], rel, COMPRESSED_TOLERANCE))
     except OSError as e:
         bad.append("compressed run: %s" % e)
+    bad += check_resume(out, tw)
     for name, min_bytes in (("report.png", 20000), ("timeline.png", 10000)):
         p = os.path.join(out, name)
         size = png_size(p) if os.path.exists(p) else None

@@ -9,7 +9,10 @@
 #               hashsync hook (Zen's hashed sparse sync through this rank's `hashsync serve`);
 #               DDP with trainwire's compressor hook executing the compression plan of stage 2
 #               (`compressor serve`: top-k 1% with error feedback where the plan says so)
-#   4. report   a table (samples/s, step time, final loss against gloo DDP's) and pictures
+#   4. crash    the trainwire run again with checkpoints every STEPS/4 steps to 4 ckpt agents; rank
+#               1 kills itself (SIGKILL) mid-run, torchrun restarts the job, which resumes from the
+#               newest committed iteration; pipelines/ckpt-cron.sh then persists and verifies it
+#   5. report   a table (samples/s, step time, final loss against gloo DDP's) and pictures
 #               in OUTDIR: report.png (loss curves, throughput), timeline.png (one profiled step)
 #
 # Usage: pipelines/demo.sh              (make demo installs what it needs and builds bin/ first)
@@ -74,9 +77,41 @@ stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme 
   --metrics "$OUT/trainwire.jsonl"
 stage train-compressor pipelines/train.sh "${MODEL[@]}" --sync compressor --plan "$OUT/plan/compression.tw" \
   --steps "$STEPS" --metrics "$OUT/compressor.jsonl"
+# Crash and resume: 4 ckpt agents (one per rank, peers on loopback) hold the checkpoints in
+# memory; the trainers checkpoint every CKPT_EVERY steps; rank 1 kills itself with SIGKILL after
+# step CRASH_AT; torchrun restarts the job, which resumes from the newest committed iteration.
+# On loopback (torchrun's restart of a static multi-node rendezvous is not what this shows).
+CKPT_EVERY=$((STEPS / 4)) CRASH_AT=$((STEPS / 2 + 1))
+ckdir="$OUT/ckpt"
+mkdir -p "$ckdir"
+peers=$(/usr/bin/python3 -c 'import socket
+ss=[socket.socket() for _ in range(4)]
+[s.bind(("127.0.0.1", 0)) for s in ss]
+print(",".join("127.0.0.1:%d" % s.getsockname()[1] for s in ss))')
+agents=()
+stop_agents() { for p in "${agents[@]}"; do kill "$p" 2> /dev/null || true; done; for p in "${agents[@]}"; do wait "$p" 2> /dev/null || true; done; agents=(); }
+trap stop_agents EXIT
+for r in 0 1 2 3; do
+  "$BIN/ckpt" agent --rank "$r" --world 4 --run-id demo --peers "$peers" --socket "$ckdir/agent-$r.sock" \
+    --m 2 --memory 512MiB --buffer 64MiB > "$OUT/logs/ckpt-agent-$r.log" 2>&1 &
+  agents+=($!)
+done
+for r in 0 1 2 3; do
+  for _ in $(seq 600); do [ -S "$ckdir/agent-$r.sock" ] && break; sleep 0.1; done
+  [ -S "$ckdir/agent-$r.sock" ] || { echo "demo: ckpt agent $r did not start; read $OUT/logs/ckpt-agent-$r.log" >&2; exit 1; }
+done
+CLUSTER_RATE='' MAX_RESTARTS=1 TORCHRUN_ARGS="--monitor_interval 1" TRAINWIRE_CKPT_SOCKET="$ckdir/agent-{rank}.sock" \
+  stage train-crash pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
+  --ckpt-every "$CKPT_EVERY" --crash-rank 1 --crash-at "$CRASH_AT" --metrics "$OUT/crash.jsonl"
+TRAINWIRE_CKPT_PERSISTENT="$ckdir/persistent" TRAINWIRE_CKPT_PEERS="$peers" TRAINWIRE_RUN_ID=demo \
+  METRICS_DIR="$ckdir" stage ckpt-persist pipelines/ckpt-cron.sh persist
+TRAINWIRE_CKPT_PERSISTENT="$ckdir/persistent" METRICS_DIR="$ckdir" stage ckpt-verify pipelines/ckpt-cron.sh verify
+stop_agents
+
 stage report /usr/bin/python3 pipelines/report.py --png "$OUT/report.png" --json "$OUT/report.json" \
   "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl" \
-  "trainwire (compressor, Espresso plan)=$OUT/compressor.jsonl"
+  "trainwire (compressor, Espresso plan)=$OUT/compressor.jsonl" \
+  "trainwire (zen, rank 1 killed, resumed)=$OUT/crash.jsonl"
 stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo DDP)" \
   -o "$OUT/timeline.png" "$OUT/plan/traces/rank-0.json" "$OUT/plan/traces/rank-1.json"
 
@@ -91,6 +126,11 @@ stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo 
   measured=$(/usr/bin/python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))[2]["step_ms"])' "$OUT/report.json")
   echo "Espresso's plan (compressor plan, topk 1%): predicted $predicted ms per iteration, measured $measured ms"
   grep -E '^[0-9]+ ' "$OUT/plan/compression.txt" | awk '{printf "  %-14s %-10s %s\n", $2, $3, substr($0, index($0,$7))}'
+  echo
+  echo "crash and resume: rank 1 killed with SIGKILL after step $CRASH_AT; torchrun restarted the job from the"
+  echo "ckpt agents' newest committed iteration (checkpoints every $CKPT_EVERY steps, in the agents' memory);"
+  echo "then pipelines/ckpt-cron.sh persisted $(cd "$ckdir/persistent" && ls -d iter-* | tail -n 1) and verified it:"
+  grep -h "resumes from" "$OUT/logs/train-crash.log" | sort | sed 's/^/  /'
   echo
   echo "plan (Cupcake's fusion of the profiled model's gradients):"
   sed -n '1p;/^  group/,/^baselines/p' "$OUT/plan/fusion.txt" | grep -v '^baselines' | sed 's/^/  /'

@@ -17,8 +17,10 @@ import sys
 
 
 def load(path):
-    """(steps, summary) of one metrics file; steps is a list of dicts in step order."""
-    steps, summary = [], None
+    """(steps, summary) of one metrics file; steps is a list of dicts in step order. A run that
+    was restarted replays the steps since its checkpoint: the last record of a step counts, and
+    the summary's "restored" lists what each attempt resumed from."""
+    steps, summary, restored = {}, None, []
     with open(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -29,17 +31,21 @@ def load(path):
                 raise SystemExit("report: %s line %d: not JSON: %s" % (path, n, e))
             if rec.get("summary"):
                 summary = rec
+            elif rec.get("event"):
+                restored.append(rec)
             else:
-                steps.append(rec)
+                steps[rec["step"]] = rec
     if not steps:
         raise SystemExit("report: %s: no steps recorded" % path)
-    return steps, summary or {}
+    summary = dict(summary or {}, restored=restored)
+    return [steps[k] for k in sorted(steps)], summary
 
 
 def row(name, steps, summary, base):
     step_ms = 1000 * sum(s["seconds"] for s in steps[1:]) / max(1, len(steps) - 1)
     r = {"run": name, "steps": len(steps), "final_loss": steps[-1]["loss"],
-         "samples_per_s": summary.get("samples_per_s"), "step_ms": step_ms}
+         "samples_per_s": summary.get("samples_per_s"), "step_ms": step_ms,
+         "restored": summary.get("restored") or []}
     if base is not None:
         b_loss, b_rate = base["final_loss"], base["samples_per_s"]
         r["loss_vs_baseline"] = (r["final_loss"] - b_loss) / abs(b_loss) if b_loss else None
@@ -57,7 +63,12 @@ def table(rows):
                        fmt(r["final_loss"], ".5f"), fmt(r.get("loss_vs_baseline"), "+.2e")]
                       for r in rows]
     widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in lines)
+    out = "\n".join("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in lines)
+    for r in rows:
+        for e in r["restored"]:
+            out += "\n%s: attempt %d resumed from committed iteration %d (%s), restore %.3f s" % (
+                r["run"], e.get("attempt", 0), e.get("restored", -1), e.get("source"), e.get("restore_s", 0))
+    return out
 
 
 def draw(png, runs, rows):

@@ -8,6 +8,7 @@
 #        MASTER_PORT          torch's rendezvous port (default: a free one; the sidecars take +1)
 #        MAX_RESTARTS (0)     torchrun --max_restarts: restart every rank after one dies
 #        TIMEOUT (1200)       seconds before the whole run is stopped
+#        TORCHRUN_ARGS        more torchrun flags (e.g. "--monitor_interval 1")
 #        BIN                  trainwire's binaries (default: bin/ next to this script)
 #        CLUSTER_RATE         run in the emulated cluster of bench/cluster.sh instead of on
 #                             loopback: one host (network namespace) per rank, each with a link
@@ -31,14 +32,25 @@ MAX_RESTARTS=${MAX_RESTARTS:-0}
 TIMEOUT=${TIMEOUT:-1200}
 PY=/usr/bin/python3   # Debian's python3-torch; another python3 on PATH may lack torch
 if [ -z "${MASTER_PORT:-}" ]; then
-  MASTER_PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # a free port whose successor is free too: the sidecars' rendezvous takes MASTER_PORT+1
+  MASTER_PORT=$($PY -c '
+import socket
+while True:
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1)); print(p); break
+    except OSError:
+        pass
+')
 fi
 export PATH="$BIN:$PATH" TRAINWIRE_BIN="$BIN"
 $PY -c 'import trainwire' 2>/dev/null || export PYTHONPATH="$here/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 export PET_REDIRECTS=${PET_REDIRECTS:-9:0} PET_TEE=${PET_TEE:-9:0}
 if [ -z "${CLUSTER_RATE:-}" ]; then
+  # shellcheck disable=SC2086 # TORCHRUN_ARGS: several flags
   exec timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nproc_per_node "$NPROC" \
-    --master_addr 127.0.0.1 --master_port "$MASTER_PORT" --max_restarts "$MAX_RESTARTS" "$@"
+    --master_addr 127.0.0.1 --master_port "$MASTER_PORT" --max_restarts "$MAX_RESTARTS" ${TORCHRUN_ARGS:-} "$@"
 fi
 
 . "$here/bench/lib.sh"   # cluster_up/cluster_down, and a trap that stops PIDS and the cluster
@@ -47,7 +59,7 @@ for ((r = 0; r < NPROC; r++)); do
   "$CLUSTER" exec "$r" env TRAINWIRE_BIND="10.99.0.$((r + 1))" TRAINWIRE_NO_UNIX=1 GLOO_SOCKET_IFNAME=eth0 \
     timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nnodes "$NPROC" --node_rank "$r" \
     --nproc_per_node 1 --master_addr 10.99.0.1 --master_port "$MASTER_PORT" \
-    --max_restarts "$MAX_RESTARTS" "$@" &
+    --max_restarts "$MAX_RESTARTS" ${TORCHRUN_ARGS:-} "$@" &
   PIDS+=($!)
 done
 status=0
