@@ -180,7 +180,7 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rio := &IO{Stdin: interruptible(ctx, stdin), Stdout: stdout, Stderr: stderr, Ctx: ctx, Log: g.Logger(stderr, tool.Name), Tool: tool.Name}
+	rio := &IO{Stdin: interruptible(ctx, stdin), Stdout: guardTerminal(stdout), Stderr: stderr, Ctx: ctx, Log: g.Logger(stderr, tool.Name), Tool: tool.Name}
 	done := make(chan struct{})
 	defer close(done)
 	go watchdog(ctx, done, rio)

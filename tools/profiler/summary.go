@@ -17,7 +17,7 @@ type SummaryCmd struct {
 	TraceFlags
 	Format       string  `help:"Report format: table or json." enum:"table,json" default:"table" env:"TRAINWIRE_PROFILER_FORMAT"`
 	Report       string  `help:"Write the report to this file instead of stderr (it appears only on success)." env:"TRAINWIRE_PROFILER_REPORT"`
-	Frames       bool    `help:"Write stats frames (one per rank and analysis) on stdout." default:"true" negatable:"" env:"TRAINWIRE_PROFILER_FRAMES"`
+	Frames       bool    `help:"Write stats frames (one per rank and analysis) on stdout (never onto a terminal: the report is there on stderr)." default:"true" negatable:"" env:"TRAINWIRE_PROFILER_FRAMES"`
 	KernelWaitUS float64 `name:"kernel-wait-us" help:"A gap shorter than this between events on one lane, with the next launched in time, is kernel wait (HTA's consecutive_kernel_delay)." default:"30" env:"TRAINWIRE_PROFILER_KERNEL_WAIT_US"`
 	TopK         int     `help:"Kernels listed per class." default:"5" env:"TRAINWIRE_PROFILER_TOP_K"`
 	Instances    bool    `help:"List every matched collective in the JSON report." env:"TRAINWIRE_PROFILER_INSTANCES"`
@@ -70,7 +70,7 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	if err := rep.Commit(); err != nil {
 		return err
 	}
-	if c.Frames {
+	if c.Frames && !cli.IsTerminal(rio.Stdout) {
 		w := wire.NewWriter(rio.Stdout, "profiler/"+cli.Version)
 		for _, f := range statsFrames(s) {
 			if err := w.Write(f); err != nil {
