@@ -111,8 +111,9 @@ type IO struct {
 
 // Globals are the flags every tool has, embedded in its CLI struct.
 type Globals struct {
-	LogLevel  string `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL"`
-	LogFormat string `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT"`
+	Version   kong.VersionFlag `help:"Print the tool's version and exit."`
+	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL"`
+	LogFormat string           `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT"`
 }
 
 // Logger returns a logger on w at the chosen level and format.
@@ -155,7 +156,7 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
-		kong.Vars{"version": Version},
+		kong.Vars{"version": tool.Name + " " + Version},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)

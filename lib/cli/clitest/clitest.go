@@ -60,17 +60,20 @@ func HelpEveryVerb(t *testing.T, tool string, cli any, run RunFunc) {
 }
 
 // Basics checks what every trainwire tool must do: --help on every verb,
-// a version line starting with the tool's name, and exit code 80 with the
+// a version line starting with the tool's name (the version verb and
+// --version), and exit code 80 with the
 // flag named for an unknown flag.
 func Basics(t *testing.T, tool string, cli any, run RunFunc) {
 	t.Run("help", func(t *testing.T) { HelpEveryVerb(t, tool, cli, run) })
 	t.Run("version", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		if code := run([]string{"version"}, strings.NewReader(""), &out, &errb); code != 0 {
-			t.Fatalf("version: exit %d: %s", code, errb.String())
-		}
-		if !strings.HasPrefix(out.String(), tool+" ") {
-			t.Errorf("version printed %q, want it to start with %q", out.String(), tool+" ")
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			var out, errb bytes.Buffer
+			if code := run(args, strings.NewReader(""), &out, &errb); code != 0 {
+				t.Fatalf("%s: exit %d: %s", args[0], code, errb.String())
+			}
+			if !strings.HasPrefix(out.String(), tool+" ") {
+				t.Errorf("%s printed %q, want it to start with %q", args[0], out.String(), tool+" ")
+			}
 		}
 	})
 	t.Run("bad flag", func(t *testing.T) {
