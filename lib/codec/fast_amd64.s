@@ -1223,22 +1223,64 @@ c3done:
 
 // ---- terngrad decode (AVX2) ----
 
-// ternbits<> holds bit 7−e of a byte for lane e (the planes are MSB first).
+// ternbits<> holds, for group g of 8 lanes (32 bytes each), bit 7−e of
+// byte g for lane e (the planes are MSB first): the masks of a dword that
+// holds four plane bytes.
 DATA ternbits<>+0(SB)/4, $0x80
 DATA ternbits<>+4(SB)/4, $0x40
 DATA ternbits<>+8(SB)/4, $0x20
 DATA ternbits<>+12(SB)/4, $0x10
-DATA ternbits<>+16(SB)/4, $0x08
-DATA ternbits<>+20(SB)/4, $0x04
-DATA ternbits<>+24(SB)/4, $0x02
-DATA ternbits<>+28(SB)/4, $0x01
-GLOBL ternbits<>(SB), RODATA|NOPTR, $32
+DATA ternbits<>+16(SB)/4, $0x8
+DATA ternbits<>+20(SB)/4, $0x4
+DATA ternbits<>+24(SB)/4, $0x2
+DATA ternbits<>+28(SB)/4, $0x1
+DATA ternbits<>+32(SB)/4, $0x8000
+DATA ternbits<>+36(SB)/4, $0x4000
+DATA ternbits<>+40(SB)/4, $0x2000
+DATA ternbits<>+44(SB)/4, $0x1000
+DATA ternbits<>+48(SB)/4, $0x800
+DATA ternbits<>+52(SB)/4, $0x400
+DATA ternbits<>+56(SB)/4, $0x200
+DATA ternbits<>+60(SB)/4, $0x100
+DATA ternbits<>+64(SB)/4, $0x800000
+DATA ternbits<>+68(SB)/4, $0x400000
+DATA ternbits<>+72(SB)/4, $0x200000
+DATA ternbits<>+76(SB)/4, $0x100000
+DATA ternbits<>+80(SB)/4, $0x80000
+DATA ternbits<>+84(SB)/4, $0x40000
+DATA ternbits<>+88(SB)/4, $0x20000
+DATA ternbits<>+92(SB)/4, $0x10000
+DATA ternbits<>+96(SB)/4, $0x80000000
+DATA ternbits<>+100(SB)/4, $0x40000000
+DATA ternbits<>+104(SB)/4, $0x20000000
+DATA ternbits<>+108(SB)/4, $0x10000000
+DATA ternbits<>+112(SB)/4, $0x8000000
+DATA ternbits<>+116(SB)/4, $0x4000000
+DATA ternbits<>+120(SB)/4, $0x2000000
+DATA ternbits<>+124(SB)/4, $0x1000000
+GLOBL ternbits<>(SB), RODATA|NOPTR, $128
+
+// TERN8 writes the 8 floats at OFF(DI) of the plane dwords Y0 (plane 1)
+// and Y1 (plane 2) broadcast to every lane, M the lanes' bit masks:
+// plane 1 → s (Y8), else plane 2 → −s (Y9), else 0. Clobbers Y2, Y3.
+#define TERN8(M, OFF) \
+	VPAND    M, Y0, Y2; \
+	VPAND    M, Y1, Y3; \
+	VPCMPEQD M, Y2, Y2; \
+	VPCMPEQD M, Y3, Y3; \
+	VPANDN   Y3, Y2, Y3; \
+	VPAND    Y8, Y2, Y2; \
+	VPAND    Y9, Y3, Y3; \
+	VPOR     Y3, Y2, Y2; \
+	VMOVUPS  Y2, OFF(DI)
 
 // func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
 // TernGrad's decoder for n elements (n a multiple of 8) from a byte
 // boundary: plane 1 (bits) → s, else plane 2 (bits[nb:]) → −s, else 0.
-// Each plane byte is broadcast to eight lanes and tested against its lane's
-// bit.
+// Four bytes of each plane (32 elements) are broadcast to every lane and
+// tested against the lanes' bits; the last 8–24 elements a byte at a time.
+// (A legacy MOVD from a general register here, with the upper halves
+// dirty, made the loop several times slower: only VEX broadcasts.)
 TEXT ·ternDecodeAVX2(SB), NOSPLIT, $0-36
 	MOVQ dst+0(FP), DI
 	MOVQ bits+8(FP), SI
@@ -1247,35 +1289,40 @@ TEXT ·ternDecodeAVX2(SB), NOSPLIT, $0-36
 	MOVQ n+24(FP), CX
 	SHRQ $3, CX
 	VBROADCASTSS s+32(FP), Y8
-	MOVL $0x80000000, AX
-	MOVD AX, X9
-	VPBROADCASTD X9, Y9
-	VPXOR Y8, Y9, Y9 // −s (the sign bit flipped, as Go's -s)
-	VMOVDQU ternbits<>(SB), Y10
+	VPCMPEQD Y9, Y9, Y9
+	VPSLLD   $31, Y9, Y9
+	VPXOR    Y8, Y9, Y9 // −s (the sign bit flipped, as Go's -s)
+	VMOVDQU ternbits<>+0(SB), Y10
+	VMOVDQU ternbits<>+32(SB), Y11
+	VMOVDQU ternbits<>+64(SB), Y12
+	VMOVDQU ternbits<>+96(SB), Y13
 
-tavloop:
+tav32:
+	CMPQ CX, $4
+	JLT  tav8
+	VPBROADCASTD (SI), Y0
+	VPBROADCASTD (R8), Y1
+	TERN8(Y10, 0)
+	TERN8(Y11, 32)
+	TERN8(Y12, 64)
+	TERN8(Y13, 96)
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP  tav32
+
+tav8:
 	TESTQ CX, CX
 	JZ    tavdone
-	MOVBLZX (SI), AX
-	MOVBLZX (R8), BX
-	MOVD    AX, X0
-	MOVD    BX, X1
-	VPBROADCASTD X0, Y0
-	VPBROADCASTD X1, Y1
-	VPAND    Y10, Y0, Y0
-	VPAND    Y10, Y1, Y1
-	VPCMPEQD Y10, Y0, Y0 // plane 1
-	VPCMPEQD Y10, Y1, Y1 // plane 2
-	VPANDN   Y1, Y0, Y1  // plane 2 and not plane 1
-	VPAND    Y8, Y0, Y0
-	VPAND    Y9, Y1, Y1
-	VPOR     Y1, Y0, Y0
-	VMOVUPS  Y0, (DI)
+	VPBROADCASTB (SI), Y0
+	VPBROADCASTB (R8), Y1
+	TERN8(Y10, 0)
 	INCQ SI
 	INCQ R8
 	ADDQ $32, DI
 	DECQ CX
-	JMP  tavloop
+	JMP  tav8
 
 tavdone:
 	VZEROUPPER
