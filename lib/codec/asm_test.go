@@ -221,6 +221,32 @@ func checkKernels(t *testing.T, x []float32) {
 			}
 		}
 	}
+	checkSignum(t, x)
+}
+
+// checkSignum compares signumInto with signumGo on a finite x, the
+// momentum taken from x reversed: the momenta bit for bit and the bits.
+func checkSignum(t *testing.T, x []float32) {
+	t.Helper()
+	if !finite(x) {
+		return
+	}
+	m1, m2 := slices.Clone(x), slices.Clone(x)
+	slices.Reverse(m1)
+	slices.Reverse(m2)
+	d1, d2 := make([]byte, packedLen(int64(len(x)))), make([]byte, packedLen(int64(len(x))))
+	for _, beta := range []float32{0.9, 0.5} {
+		signumInto(d1, m1, x, beta, 1-beta)
+		signumGo(d2, m2, x, beta, 1-beta)
+		for i := range m1 {
+			if math.Float32bits(m1[i]) != math.Float32bits(m2[i]) {
+				t.Fatalf("n=%d beta=%v: signumInto m[%d] = %#08x, Go %#08x", len(x), beta, i, math.Float32bits(m1[i]), math.Float32bits(m2[i]))
+			}
+		}
+		if !bytes.Equal(d1, d2) {
+			t.Fatalf("n=%d beta=%v: signumInto bits % x, Go % x", len(x), beta, d1[:min(8, len(d1))], d2[:min(8, len(d2))])
+		}
+	}
 }
 
 func finite(x []float32) bool {

@@ -101,16 +101,15 @@ func BenchmarkTable(b *testing.B) {
 			}
 			return f
 		}
-		f := enc()
-		dst := make([]float32, len(x))
-		dec := func() *wire.Compressed {
-			if _, err := Decode(f, dst); err != nil {
-				b.Fatal(err)
-			}
-			return nil
-		}
 		b.Run(algo+"/enc", func(b *testing.B) { benchPaired(b, x, func() { enc() }) })
-		b.Run(algo+"/dec", func(b *testing.B) { benchPaired(b, x, func() { dec() }) })
+		b.Run(algo+"/dec", func(b *testing.B) {
+			f, dst := enc(), make([]float32, len(x))
+			benchPaired(b, x, func() {
+				if _, err := Decode(f, dst); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
 	}
 }
 

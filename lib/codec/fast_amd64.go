@@ -156,3 +156,8 @@ func f16AVXNT(dst *byte, x *float32, n int) (bad bool)
 //
 //go:noescape
 func bf16AVX2NT(dst *byte, x *float32, n int) (bad bool)
+
+// signumAVX2 is signumGo on n elements (n a multiple of 32).
+//
+//go:noescape
+func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)

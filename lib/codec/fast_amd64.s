@@ -1327,3 +1327,53 @@ tav8:
 tavdone:
 	VZEROUPPER
 	RET
+
+// SIGNUM8 updates the 8 momenta at OFF(SI) with the 8 inputs at OFF(R9):
+// m = b·m + a·x (Y14 = b, Y15 = a; two roundings and an add, no FMA, as
+// Go's float32(b·m) + float32(a·x)), stores m, and leaves its sign mask,
+// lanes reversed (MSB first), in REG.
+#define SIGNUM8(OFF, REG) \
+	VMULPS    OFF(SI), Y14, Y0; \
+	VMULPS    OFF(R9), Y15, Y1; \
+	VADDPS    Y1, Y0, Y0; \
+	VMOVUPS   Y0, OFF(SI); \
+	VPERMD    Y0, Y11, Y0; \
+	VMOVMSKPS Y0, REG
+
+// func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)
+// signumGo on n elements (n a multiple of 32): the momentum update and
+// the packing of 1 − signbit(m) in one pass.
+TEXT ·signumAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ m+8(FP), SI
+	MOVQ x+16(FP), R9
+	MOVQ n+24(FP), CX
+	SHRQ $5, CX
+	VBROADCASTSS b+32(FP), Y14
+	VBROADCASTSS a+36(FP), Y15
+	VMOVDQU revidx<>(SB), Y11
+
+smloop:
+	TESTQ CX, CX
+	JZ    smdone
+	SIGNUM8(0, AX)
+	SIGNUM8(32, BX)
+	SIGNUM8(64, DX)
+	SIGNUM8(96, R8)
+	SHLL $8, BX
+	SHLL $16, DX
+	SHLL $24, R8
+	ORL  BX, AX
+	ORL  DX, R8
+	ORL  R8, AX
+	NOTL AX
+	MOVL AX, 0(DI)
+	ADDQ $128, SI
+	ADDQ $128, R9
+	ADDQ $4, DI
+	DECQ CX
+	JMP  smloop
+
+smdone:
+	VZEROUPPER
+	RET
