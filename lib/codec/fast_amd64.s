@@ -719,25 +719,35 @@ DATA absmask<>+16(SB)/8, $0x7fffffff7fffffff
 DATA absmask<>+24(SB)/8, $0x7fffffff7fffffff
 GLOBL absmask<>(SB), RODATA|NOPTR, $32
 
-// MULC2 sets Z = Z·C mod 2^64 (C's halves in CL and CH): zL·CL +
-// (zL·CH + zH·CL)<<32. Clobbers T1, T2.
-#define MULC2(Z, CL, CH, T1, T2) \
-	VPSRLQ   $32, Z, T1; \
-	VPMULUDQ CH, Z, T2; \
-	VPMULUDQ CL, T1, T1; \
-	VPMULUDQ CL, Z, Z; \
-	VPADDQ   T1, T2, T2; \
-	VPSLLQ   $32, T2, T2; \
-	VPADDQ   T2, Z, Z
-
-// MIX2 is Mix64 without its last xor-shift (bits 40–63 do not need it).
+// MIX2 is Mix64 without its last xor-shift (bits 40–63 do not need it),
+// leaving those bits in the high dword of each qword of Z (the low dword
+// is garbage). Y14 = C1 & M and Y12 = C2 & M (the low halves, qwords),
+// Y13 and Y11 their halves swapped (lo dword C>>32, hi dword C & M):
+// z·C = zL·CL + (zL·CH + zH·CL)<<32, the cross terms from one VPMULLD of
+// both halves at once, added per dword (no carry crosses into the high
+// dword from a zero low one). Clobbers T1, T2.
 #define MIX2(Z, T1, T2) \
-	VPSRLQ $30, Z, T1; \
-	VPXOR  T1, Z, Z; \
-	MULC2(Z, Y14, Y13, T1, T2); \
-	VPSRLQ $27, Z, T1; \
-	VPXOR  T1, Z, Z; \
-	MULC2(Z, Y12, Y11, T1, T2)
+	VPSRLQ   $30, Z, T1; \
+	VPXOR    T1, Z, Z; \
+	VPMULLD  Y13, Z, T1; \
+	VPMULUDQ Y14, Z, Z; \
+	VPSLLQ   $32, T1, T2; \
+	VPAND    himask<>(SB), T1, T1; \
+	VPADDD   T2, Z, Z; \
+	VPADDD   T1, Z, Z; \
+	VPSRLQ   $27, Z, T1; \
+	VPXOR    T1, Z, Z; \
+	VPMULLD  Y11, Z, T1; \
+	VPMULUDQ Y12, Z, Z; \
+	VPSLLQ   $32, T1, T2; \
+	VPADDD   T1, Z, Z; \
+	VPADDD   T2, Z, Z
+
+DATA himask<>+0(SB)/8, $0xffffffff00000000
+DATA himask<>+8(SB)/8, $0xffffffff00000000
+DATA himask<>+16(SB)/8, $0xffffffff00000000
+DATA himask<>+24(SB)/8, $0xffffffff00000000
+GLOBL himask<>(SB), RODATA|NOPTR, $32
 
 // func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
 // ternAVX512 with AVX2 (the 64-bit multiplies from VPMULUDQ), 8 elements
@@ -761,13 +771,13 @@ TEXT ·ternAVX2(SB), NOSPLIT, $0-48
 	MOVL $0x1ce4e5b9, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
-	MOVL $0xbf58476d, AX
+	MOVQ $0x1ce4e5b9bf58476d, AX // C1, halves swapped
 	MOVQ AX, X13
 	VPBROADCASTQ X13, Y13
 	MOVL $0x133111eb, AX
 	MOVQ AX, X12
 	VPBROADCASTQ X12, Y12
-	MOVL $0x94d049bb, AX
+	MOVQ $0x133111eb94d049bb, AX // C2, halves swapped
 	MOVQ AX, X11
 	VPBROADCASTQ X11, Y11
 	MOVL $0x33800000, AX // 2^-24
@@ -882,13 +892,13 @@ TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 	MOVL $0x1ce4e5b9, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
-	MOVL $0xbf58476d, AX
+	MOVQ $0x1ce4e5b9bf58476d, AX // C1, halves swapped
 	MOVQ AX, X13
 	VPBROADCASTQ X13, Y13
 	MOVL $0x133111eb, AX
 	MOVQ AX, X12
 	VPBROADCASTQ X12, Y12
-	MOVL $0x94d049bb, AX
+	MOVQ $0x133111eb94d049bb, AX // C2, halves swapped
 	MOVQ AX, X11
 	VPBROADCASTQ X11, Y11
 	MOVL $0x7d000000, AX // 2^123
