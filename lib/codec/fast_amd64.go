@@ -136,12 +136,12 @@ func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
 //go:noescape
 func ternDecodeAVX512(dst *float32, bits *byte, nb int, n int, s float32)
 
-// ternAVX2 is ternAVX512 on AVX2, n a multiple of 8.
+// ternAVX2 is ternAVX512 on AVX2, n a multiple of 16.
 //
 //go:noescape
 func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
 
-// naturalAVX2 is naturalAVX512 on AVX2, n a multiple of 8.
+// naturalAVX2 is naturalAVX512 on AVX2, n a multiple of 16.
 //
 //go:noescape
 func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)

@@ -749,25 +749,77 @@ DATA himask<>+16(SB)/8, $0xffffffff00000000
 DATA himask<>+24(SB)/8, $0xffffffff00000000
 GLOBL himask<>(SB), RODATA|NOPTR, $32
 
+// SHASH is MIX2 on the scalar unit for z = R10 (then R10 −= Golden, in
+// R13): Mix64 without its last xor-shift into OUT (R11 = C1, R12 = C2).
+// Clobbers BX.
+#define SHASH(OUT) \
+	MOVQ  R10, OUT; \
+	SHRQ  $30, OUT; \
+	XORQ  R10, OUT; \
+	IMULQ R11, OUT; \
+	MOVQ  OUT, BX; \
+	SHRQ  $27, BX; \
+	XORQ  BX, OUT; \
+	IMULQ R12, OUT; \
+	SUBQ  R13, R10
+
+// SPAIR hashes elements e+1 (R10) and e into AX: the high dword of
+// e+1's in the low half, e's in the high half (R14 = the high-half mask),
+// the lane order of VSHUFPS $0xdd. Clobbers BX, DX.
+#define SPAIR \
+	SHASH(AX); \
+	SHASH(DX); \
+	SHRQ $32, AX; \
+	ANDQ R14, DX; \
+	ORQ  DX, AX
+
+// U2P turns the dwords of U (24-bit uniforms in bits 8–31) into floats
+// u = (U>>8)·2^-24.
+#define U2P(U) \
+	VPSRLD    $8, U, U; \
+	VCVTDQ2PS U, U; \
+	VMULPS    Y9, U, U
+
+// TCMP compares the uniforms U of 8 elements (lanes reversed) with p =
+// float32(float64(|x|)·inv) of the 8 floats at OFF(SI): SENT gets the
+// mask u < p, SIGN the sign mask, MSB first. Clobbers Y1–Y3, U.
+#define TCMP(OFF, U, SENT, SIGN) \
+	VPERMD       OFF(SI), Y8, Y1; \
+	VMOVMSKPS    Y1, SIGN; \
+	VPAND        absmask<>(SB), Y1, Y1; \
+	VCVTPS2PD    X1, Y2; \
+	VEXTRACTF128 $1, Y1, X3; \
+	VCVTPS2PD    X3, Y3; \
+	VMULPD       Y10, Y2, Y2; \
+	VMULPD       Y10, Y3, Y3; \
+	VCVTPD2PSY   Y2, X2; \
+	VCVTPD2PSY   Y3, X3; \
+	VINSERTF128  $1, X3, Y2, Y2; \
+	VCMPPS       $1, Y2, U, U; \
+	VMOVMSKPS    U, SENT
+
 // func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
-// ternAVX512 with AVX2 (the 64-bit multiplies from VPMULUDQ), 8 elements
-// (one byte of each plane) an iteration; n a multiple of 8.
+// ternAVX512 with AVX2, 16 elements (two bytes of each plane) an
+// iteration, n a multiple of 16: the draws of elements 0–7 in the lanes
+// of two vectors (MIX2), those of 8–15 on the scalar unit (SHASH), so
+// that both kinds of units work.
 TEXT ·ternAVX2(SB), NOSPLIT, $0-48
 	MOVQ bits+0(FP), DI
 	MOVQ nb+8(FP), R8
 	ADDQ DI, R8
 	MOVQ x+16(FP), SI
 	MOVQ n+24(FP), CX
-	SHRQ $3, CX
+	SHRQ $4, CX
 	VBROADCASTSD inv+32(FP), Y10
 	MOVQ base+40(FP), AX
 	MOVQ AX, X6
 	VPBROADCASTQ X6, Y6
 	VPADDQ tern2off<>+32(SB), Y6, Y5
 	VPADDQ tern2off<>+0(SB), Y6, Y6
-	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
-	MOVQ AX, X15
+	MOVQ $0xe3779b97f4a7c150, R10 // 16·Golden
+	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
+	ADDQ AX, R10 // z of element 15
 	MOVL $0x1ce4e5b9, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -784,45 +836,51 @@ TEXT ·ternAVX2(SB), NOSPLIT, $0-48
 	MOVD AX, X9
 	VPBROADCASTD X9, Y9
 	VMOVDQU revidx<>(SB), Y8
+	MOVQ $0xbf58476d1ce4e5b9, R11
+	MOVQ $0x94d049bb133111eb, R12
+	MOVQ $0x9e3779b97f4a7c15, R13
+	MOVQ $0xffffffff00000000, R14
 
 t2loop:
 	TESTQ CX, CX
 	JZ    t2done
+	// elements 8–15, from 15 down, on the scalar unit
+	SPAIR
+	VMOVQ AX, X7
+	SPAIR
+	VPINSRQ $1, AX, X7, X7
+	SPAIR
+	VMOVQ AX, X4
+	SPAIR
+	VPINSRQ $1, AX, X4, X4
+	MOVQ $0xd5336963eefba1f8, BX // 24·Golden: to element 15 of the next iteration
+	ADDQ BX, R10
+	VINSERTI128 $1, X4, Y7, Y7
+	// elements 0–7 in vector lanes
 	VMOVDQA Y6, Y0
 	VMOVDQA Y5, Y1
 	VPADDQ  Y15, Y6, Y6
 	VPADDQ  Y15, Y5, Y5
 	MIX2(Y0, Y2, Y3)
 	MIX2(Y1, Y2, Y3)
-	// u = float32(z>>40)·2^-24 of elements 7..0
-	VSHUFPS   $0xdd, Y1, Y0, Y0
-	VPSRLD    $8, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	VMULPS    Y9, Y0, Y0
-	// p = float32(float64(|x|)·inv) of elements 7..0
-	VPERMD      (SI), Y8, Y1
-	VMOVMSKPS   Y1, AX // signs
-	VPAND       absmask<>(SB), Y1, Y1
-	VCVTPS2PD   X1, Y2
-	VEXTRACTF128 $1, Y1, X3
-	VCVTPS2PD   X3, Y3
-	VMULPD      Y10, Y2, Y2
-	VMULPD      Y10, Y3, Y3
-	VCVTPD2PSY  Y2, X2
-	VCVTPD2PSY  Y3, X3
-	VINSERTF128 $1, X3, Y2, Y2
-	VCMPPS      $1, Y2, Y0, Y0 // u < p
-	VMOVMSKPS   Y0, BX
-	MOVL BX, DX
-	MOVL AX, R9
-	NOTL R9
-	ANDL R9, DX // sent and positive
+	VSHUFPS $0xdd, Y1, Y0, Y0 // elements 7..0
+	U2P(Y0)
+	U2P(Y7)
+	TCMP(0, Y0, BX, AX)
+	TCMP(32, Y7, R9, DX)
+	SHLL $8, R9
+	ORL  R9, BX // sent
+	SHLL $8, DX
+	ORL  DX, AX // negative
+	MOVL AX, DX
+	NOTL DX
+	ANDL BX, DX // sent and positive
 	ANDL BX, AX // sent and negative
-	MOVB DX, (DI)
-	MOVB AX, (R8)
-	ADDQ $32, SI
-	INCQ DI
-	INCQ R8
+	MOVW DX, (DI)
+	MOVW AX, (R8)
+	ADDQ $64, SI
+	ADDQ $2, DI
+	ADDQ $2, R8
 	DECQ CX
 	JMP  t2loop
 
@@ -843,6 +901,12 @@ DATA nat2off<>+40(SB)/8, $0x78dde6e5fd29f054
 DATA nat2off<>+48(SB)/8, $0x538454127b096493
 DATA nat2off<>+56(SB)/8, $0xf1bbcdcbfa53e0a8
 GLOBL nat2off<>(SB), RODATA|NOPTR, $64
+// nat2d is nat2off's second half minus its first (lane by lane).
+DATA nat2d<>+0(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+8(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+16(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+24(SB)/8, $0x3c6ef372fe94f82a
+GLOBL nat2d<>(SB), RODATA|NOPTR, $32
 DATA manmask<>+0(SB)/8, $0x007fffff007fffff
 DATA manmask<>+8(SB)/8, $0x007fffff007fffff
 DATA manmask<>+16(SB)/8, $0x007fffff007fffff
@@ -874,21 +938,56 @@ DATA cinfm1<>+16(SB)/8, $0x7f7fffff7f7fffff
 DATA cinfm1<>+24(SB)/8, $0x7f7fffff7f7fffff
 GLOBL cinfm1<>(SB), RODATA|NOPTR, $32
 
+// NAT8 turns the uniforms U (r>>32 of 8 elements, in order) and the 8
+// floats at OFF(SI) into 8 codes (dwords) in OUT, and takes their
+// largest magnitude into Y10. Clobbers Y1–Y4, Y8, U.
+#define NAT8(OFF, U, OUT) \
+	VPSRLD    $9, U, Y1; \
+	VPSRLD    $8, U, U; \
+	VMOVDQU   OFF(SI), Y2; \
+	VPAND     absmask<>(SB), Y2, Y3; \
+	VPMAXUD   Y3, Y10, Y10; \
+	VPSRLD    $23, Y3, Y4; \
+	VPAND     manmask<>(SB), Y3, Y8; \
+	VPCMPGTD  Y1, Y8, Y8; \
+	VPSUBD    c27<>(SB), Y4, Y1; \
+	VPSUBD    Y8, Y1, Y1; \
+	VPMINSD   c127<>(SB), Y1, Y1; \
+	VCVTDQ2PS U, U; \
+	VMULPS    Y9, Y3, Y3; \
+	VCMPPS    $1, Y3, U, U; \
+	VPSRLD    $31, U, U; \
+	VPCMPGTD  Y4, Y7, Y4; \
+	VBLENDVPS Y4, U, Y1, Y1; \
+	VPSRAD    $31, Y2, Y2; \
+	VPXOR     Y3, Y3, Y3; \
+	VPCMPEQD  Y3, Y1, Y3; \
+	VPANDN    Y2, Y3, Y3; \
+	VPAND     c80<>(SB), Y3, Y3; \
+	VPOR      Y3, Y1, OUT
+
 // func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)
-// naturalAVX512 with AVX2, 8 elements an iteration; n a multiple of 8.
+// naturalAVX512 with AVX2, 16 elements an iteration, n a multiple of 16:
+// the draws of elements 0–7 in vector lanes (MIX2), those of 8–15 on the
+// scalar unit (SHASH, ascending: R13 holds −Golden).
 TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 	MOVQ codes+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
-	SHRQ $3, CX
+	SHRQ $4, CX
 	MOVQ base+24(FP), AX
 	MOVQ AX, X6
 	VPBROADCASTQ X6, Y6
-	VPADDQ nat2off<>+32(SB), Y6, Y5
 	VPADDQ nat2off<>+0(SB), Y6, Y6
-	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
-	MOVQ AX, X15
+	MOVQ $0xe3779b97f4a7c150, R10 // 16·Golden
+	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
+	MOVQ $0x8ff34785799e5cbd, R10 // 9·Golden
+	ADDQ AX, R10                  // z of element 8
+	MOVQ $0xbf58476d1ce4e5b9, R11
+	MOVQ $0x94d049bb133111eb, R12
+	MOVQ $0x61c8864680b583eb, R13 // −Golden
+	MOVQ $0xffffffff00000000, R14
 	MOVL $0x1ce4e5b9, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -910,45 +1009,34 @@ TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 n2loop:
 	TESTQ CX, CX
 	JZ    n2done
+	// elements 8–15 on the scalar unit
+	SPAIR
+	VMOVQ AX, X5
+	SPAIR
+	VPINSRQ $1, AX, X5, X5
+	SPAIR
+	VMOVQ AX, X4
+	SPAIR
+	VPINSRQ $1, AX, X4, X4
+	MOVQ $0xf1bbcdcbfa53e0a8, BX // 8·Golden: to element 8 of the next iteration
+	ADDQ BX, R10
+	VINSERTI128 $1, X4, Y5, Y5 // r>>32 of elements 8..15
+	// elements 0–7 in vector lanes
+	VPADDQ  nat2d<>(SB), Y6, Y1
 	VMOVDQA Y6, Y0
-	VMOVDQA Y5, Y1
 	VPADDQ  Y15, Y6, Y6
-	VPADDQ  Y15, Y5, Y5
 	MIX2(Y0, Y2, Y3)
 	MIX2(Y1, Y2, Y3)
 	VSHUFPS $0xdd, Y1, Y0, Y0 // r>>32 of elements 0..7
-	VPSRLD  $9, Y0, Y1        // 23-bit uniform
-	VPSRLD  $8, Y0, Y0        // 24-bit uniform
-	VMOVDQU (SI), Y2
-	VPAND   absmask<>(SB), Y2, Y3 // |x|
-	VPMAXUD Y3, Y10, Y10
-	VPSRLD  $23, Y3, Y4 // e
-	// e ≥ 28: min(e − 27 + [u23 < m], 127)
-	VPAND    manmask<>(SB), Y3, Y8
-	VPCMPGTD Y1, Y8, Y8
-	VPSUBD   c27<>(SB), Y4, Y1
-	VPSUBD   Y8, Y1, Y1
-	VPMINSD  c127<>(SB), Y1, Y1
-	// e < 28: [u24 < |x|·2^123]
-	VCVTDQ2PS Y0, Y0
-	VMULPS    Y9, Y3, Y3
-	VCMPPS    $1, Y3, Y0, Y0
-	VPSRLD    $31, Y0, Y0
-	VPCMPGTD  Y4, Y7, Y4
-	VBLENDVPS Y4, Y0, Y1, Y1
-	// the sign on non-zero codes
-	VPSRAD   $31, Y2, Y2
-	VPXOR    Y3, Y3, Y3
-	VPCMPEQD Y3, Y1, Y3
-	VPANDN   Y2, Y3, Y3
-	VPAND    c80<>(SB), Y3, Y3
-	VPOR     Y3, Y1, Y1
-	VEXTRACTI128 $1, Y1, X3
-	VPACKUSDW X3, X1, X1
-	VPACKUSWB X1, X1, X1
-	VMOVQ     X1, (DI)
-	ADDQ $32, SI
-	ADDQ $8, DI
+	NAT8(0, Y0, Y0)
+	NAT8(32, Y5, Y5)
+	VPACKUSDW Y5, Y0, Y0 // words [0-3 8-11 | 4-7 12-15]
+	VPERMQ    $0xd8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSWB X1, X0, X0
+	VMOVDQU   X0, (DI)
+	ADDQ $64, SI
+	ADDQ $16, DI
 	DECQ CX
 	JMP  n2loop
 
