@@ -773,6 +773,40 @@ GLOBL himask<>(SB), RODATA|NOPTR, $32
 	ANDQ R14, DX; \
 	ORQ  DX, AX
 
+// SDRAW8 hashes 8 elements on the scalar unit (four SPAIRs) into YL,
+// pairs in the order drawn (X4 a temporary), then adds STEP to R10.
+#define SDRAW8(XL, YL, STEP) \
+	SPAIR; \
+	VMOVQ   AX, XL; \
+	SPAIR; \
+	VPINSRQ $1, AX, XL, XL; \
+	SPAIR; \
+	VMOVQ   AX, X4; \
+	SPAIR; \
+	VPINSRQ $1, AX, X4, X4; \
+	MOVQ    STEP, BX; \
+	ADDQ    BX, R10; \
+	VINSERTI128 $1, X4, YL, YL
+
+// MIX2CONST loads MIX2's constants (Y11–Y14) and SHASH's (R11, R12,
+// R14). Clobbers AX.
+#define MIX2CONST \
+	MOVL $0x1ce4e5b9, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ $0x1ce4e5b9bf58476d, AX; \
+	VMOVQ AX, X13; \
+	VPBROADCASTQ X13, Y13; \
+	MOVL $0x133111eb, AX; \
+	VMOVQ AX, X12; \
+	VPBROADCASTQ X12, Y12; \
+	MOVQ $0x133111eb94d049bb, AX; \
+	VMOVQ AX, X11; \
+	VPBROADCASTQ X11, Y11; \
+	MOVQ $0xbf58476d1ce4e5b9, R11; \
+	MOVQ $0x94d049bb133111eb, R12; \
+	MOVQ $0xffffffff00000000, R14
+
 // U2P turns the dwords of U (24-bit uniforms in bits 8–31) into floats
 // u = (U>>8)·2^-24.
 #define U2P(U) \
@@ -820,42 +854,18 @@ TEXT ·ternAVX2(SB), NOSPLIT, $0-48
 	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
 	ADDQ AX, R10 // z of element 15
-	MOVL $0x1ce4e5b9, AX
-	MOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVQ $0x1ce4e5b9bf58476d, AX // C1, halves swapped
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
-	MOVL $0x133111eb, AX
-	MOVQ AX, X12
-	VPBROADCASTQ X12, Y12
-	MOVQ $0x133111eb94d049bb, AX // C2, halves swapped
-	MOVQ AX, X11
-	VPBROADCASTQ X11, Y11
+	MIX2CONST
 	MOVL $0x33800000, AX // 2^-24
 	MOVD AX, X9
 	VPBROADCASTD X9, Y9
 	VMOVDQU revidx<>(SB), Y8
-	MOVQ $0xbf58476d1ce4e5b9, R11
-	MOVQ $0x94d049bb133111eb, R12
 	MOVQ $0x9e3779b97f4a7c15, R13
-	MOVQ $0xffffffff00000000, R14
 
 t2loop:
 	TESTQ CX, CX
 	JZ    t2done
 	// elements 8–15, from 15 down, on the scalar unit
-	SPAIR
-	VMOVQ AX, X7
-	SPAIR
-	VPINSRQ $1, AX, X7, X7
-	SPAIR
-	VMOVQ AX, X4
-	SPAIR
-	VPINSRQ $1, AX, X4, X4
-	MOVQ $0xd5336963eefba1f8, BX // 24·Golden: to element 15 of the next iteration
-	ADDQ BX, R10
-	VINSERTI128 $1, X4, Y7, Y7
+	SDRAW8(X7, Y7, $0xd5336963eefba1f8) // then 24·Golden: to element 15 of the next iteration
 	// elements 0–7 in vector lanes
 	VMOVDQA Y6, Y0
 	VMOVDQA Y5, Y1
@@ -984,22 +994,8 @@ TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 	VPBROADCASTQ X15, Y15
 	MOVQ $0x8ff34785799e5cbd, R10 // 9·Golden
 	ADDQ AX, R10                  // z of element 8
-	MOVQ $0xbf58476d1ce4e5b9, R11
-	MOVQ $0x94d049bb133111eb, R12
 	MOVQ $0x61c8864680b583eb, R13 // −Golden
-	MOVQ $0xffffffff00000000, R14
-	MOVL $0x1ce4e5b9, AX
-	MOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVQ $0x1ce4e5b9bf58476d, AX // C1, halves swapped
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
-	MOVL $0x133111eb, AX
-	MOVQ AX, X12
-	VPBROADCASTQ X12, Y12
-	MOVQ $0x133111eb94d049bb, AX // C2, halves swapped
-	MOVQ AX, X11
-	VPBROADCASTQ X11, Y11
+	MIX2CONST
 	MOVL $0x7d000000, AX // 2^123
 	MOVD AX, X9
 	VPBROADCASTD X9, Y9
@@ -1010,17 +1006,7 @@ n2loop:
 	TESTQ CX, CX
 	JZ    n2done
 	// elements 8–15 on the scalar unit
-	SPAIR
-	VMOVQ AX, X5
-	SPAIR
-	VPINSRQ $1, AX, X5, X5
-	SPAIR
-	VMOVQ AX, X4
-	SPAIR
-	VPINSRQ $1, AX, X4, X4
-	MOVQ $0xf1bbcdcbfa53e0a8, BX // 8·Golden: to element 8 of the next iteration
-	ADDQ BX, R10
-	VINSERTI128 $1, X4, Y5, Y5 // r>>32 of elements 8..15
+	SDRAW8(X5, Y5, $0xf1bbcdcbfa53e0a8) // then 8·Golden: to element 8 of the next iteration
 	// elements 0–7 in vector lanes
 	VPADDQ  nat2d<>(SB), Y6, Y1
 	VMOVDQA Y6, Y0
