@@ -5,7 +5,8 @@
 #   GODEBUG=cpu.avx512f=off bench/compressor/codecs.sh  # the AVX2 kernels on an AVX-512 host
 #
 # Environment: COUNT (repetitions, default 5), ITERS (iterations per repetition, default 5),
-# THREADS (GOMAXPROCS, default 2), ALGOS (a regexp of codec names, default all).
+# THREADS (GOMAXPROCS, default 2), ALGOS (a regexp of codec names, default all), RAW (a file that
+# also gets the raw benchmark lines, appended: codecs_table.py reads several runs' lines at once).
 # It runs lib/codec's BenchmarkTable (16 Mi N(0,1) floats, 64 MiB; each iteration times a Go copy
 # of the tensor and the codec back to back; %memcpy is the ratio of the best iterations) COUNT
 # times and prints the median of each row: encode and decode % of memcpy, with the targets of
@@ -19,4 +20,4 @@ ALGOS="${ALGOS:-.}"
 echo "codecs: GOMAXPROCS=$THREADS count=$COUNT iters=$ITERS GODEBUG=${GODEBUG:-} $(nproc) CPUs" >&2
 cd "$ROOT/lib"
 GOMAXPROCS="$THREADS" go test -run '^$' -bench "Table/($ALGOS)/" -benchtime "${ITERS}x" -count "$COUNT" ./codec/ |
-  /usr/bin/python3 "$ROOT/bench/compressor/codecs_table.py"
+  tee -a "${RAW:-/dev/null}" | /usr/bin/python3 "$ROOT/bench/compressor/codecs_table.py"

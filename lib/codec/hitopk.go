@@ -75,24 +75,36 @@ func (c *hitopk) Encode(in Input) (*wire.Compressed, error) {
 	}
 	shape := shapeOrFlat(in.Shape, len(in.Data))
 	k, rows, w := c.kRows(shape)
-	ss := rowSquares(in.Data, int(rows), int(w), c.workers)
-	var idx []uint32
-	if c.selector == SelectorMSTopK {
-		norms := make([]float32, len(ss))
-		for r, s := range ss {
-			norms[r] = float32(math.Sqrt(s))
-		}
-		key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeWindow)
-		idx, _ = MSTopK(norms, int(k), int(c.n), key, c.workers)
-	} else {
-		idx = topRowsL2(ss, int(k))
-	}
+	idx := c.selectRows(in, int(k), int(rows), int(w))
 	vals := make([]float32, 0, len(idx)*int(w))
 	for _, r := range idx {
 		vals = append(vals, in.Data[int(r)*int(w):int(r+1)*int(w)]...)
 	}
 	kk := int64(len(idx))
 	return frame(c, in, part("values", wire.F32, f32bytes(vals), kk, w), part("indices", wire.U32, u32bytes(idx), kk)), nil
+}
+
+// selectRows returns the ascending indices of the k rows hitopk sends.
+// Rows of one element take the element kernels: x² is exact in float64
+// and monotone in |x|, and √x² = |x|, so TopK and MSTopK on x give the
+// same rows as the general path (TestHiTopKVector).
+func (c *hitopk) selectRows(in Input, k, rows, w int) []uint32 {
+	if c.selector == SelectorMSTopK {
+		key := rng.Key(c.seed, in.Step, in.Name, rng.PurposeWindow)
+		norms := in.Data
+		if w != 1 {
+			norms = make([]float32, rows)
+			for r, s := range rowSquares(in.Data, rows, w, c.workers) {
+				norms[r] = float32(math.Sqrt(s))
+			}
+		}
+		idx, _ := MSTopK(norms, k, int(c.n), key, c.workers)
+		return idx
+	}
+	if w == 1 {
+		return TopK(in.Data, k, c.workers)
+	}
+	return topRowsL2(rowSquares(in.Data, rows, w, c.workers), k)
 }
 
 // rowSquares returns Σx² of every row of w elements of x, in float64 in
@@ -112,27 +124,74 @@ func rowSquares(x []float32, rows, w, nworkers int) []float64 {
 	return ss
 }
 
-// topRowsL2 returns the ascending indices of the k largest of ss, ties
-// to the lowest index.
+// topRowsL2 returns the ascending indices of the k largest of ss (sums of
+// squares: ≥ 0, not NaN), ties to the lowest index: the k-th largest by
+// selection, then the rows above it and the first rows equal to it, in
+// index order.
 func topRowsL2(ss []float64, k int) []uint32 {
-	idx := make([]uint32, len(ss))
-	for i := range idx {
-		idx[i] = uint32(i)
+	idx := make([]uint32, 0, min(k, len(ss)))
+	if k <= 0 {
+		return idx
 	}
-	if k < len(ss) {
-		slices.SortStableFunc(idx, func(a, b uint32) int {
-			switch {
-			case ss[a] > ss[b]:
-				return -1
-			case ss[a] < ss[b]:
-				return 1
+	if k >= len(ss) {
+		for i := range ss {
+			idx = append(idx, uint32(i))
+		}
+		return idx
+	}
+	kth := kthLargest(slices.Clone(ss), k)
+	above := 0
+	for _, s := range ss {
+		if s > kth {
+			above++
+		}
+	}
+	ties := k - above
+	for i, s := range ss {
+		if s > kth || (s == kth && ties > 0) {
+			if s == kth {
+				ties--
 			}
-			return 0
-		})
-		idx = idx[:k]
-		slices.Sort(idx)
+			idx = append(idx, uint32(i))
+		}
 	}
 	return idx
+}
+
+// kthLargest returns the k-th largest of a (1 ≤ k ≤ len(a)), reordering
+// a: quickselect with a three-way partition (equal values cost nothing)
+// around the median of three.
+func kthLargest(a []float64, k int) float64 {
+	for {
+		p := median3(a[0], a[len(a)/2], a[len(a)-1])
+		// a[:gt] > p, a[gt:lt] == p, a[lt:] < p
+		gt, i, lt := 0, 0, len(a)
+		for i < lt {
+			switch {
+			case a[i] > p:
+				a[gt], a[i] = a[i], a[gt]
+				gt++
+				i++
+			case a[i] < p:
+				lt--
+				a[lt], a[i] = a[i], a[lt]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k <= gt:
+			a = a[:gt]
+		case k <= lt:
+			return p
+		default:
+			a, k = a[lt:], k-lt
+		}
+	}
+}
+
+func median3(a, b, c float64) float64 {
+	return max(min(a, b), min(max(a, b), c))
 }
 
 func (c *hitopk) check(f *wire.Compressed) error {

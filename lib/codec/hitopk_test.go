@@ -200,3 +200,30 @@ func TestHiTopKCheck(t *testing.T) {
 		t.Fatal("params with selector sort accepted")
 	}
 }
+
+// TestPropertyTopRowsL2: the selection (quickselect and the ties to the
+// lowest rows) equals a full sort, on data with many equal sums.
+func TestPropertyTopRowsL2(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ss := rapid.SliceOfN(rapid.SampledFrom([]float64{0, 1, 2, 2.5, 7, 1e300}), 1, 300).Draw(t, "ss")
+		k := rapid.IntRange(0, len(ss)+1).Draw(t, "k")
+		all := make([]uint32, len(ss))
+		for i := range all {
+			all[i] = uint32(i)
+		}
+		slices.SortStableFunc(all, func(a, b uint32) int {
+			if ss[a] > ss[b] {
+				return -1
+			}
+			if ss[a] < ss[b] {
+				return 1
+			}
+			return 0
+		})
+		want := all[:max(0, min(k, len(ss)))]
+		slices.Sort(want)
+		if got := topRowsL2(ss, k); !slices.Equal(got, want) {
+			t.Fatalf("k=%d: %v, sort gives %v", k, got, want)
+		}
+	})
+}
