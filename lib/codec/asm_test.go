@@ -544,7 +544,7 @@ func TestNaturalDecodeEveryCode(t *testing.T) {
 // KeyCeil, at lengths around the unrolling.
 func TestCountGE(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, n := range []int{0, 1, 31, 32, 33, 64, 100, 1000, 4099} {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 1000, 4099} {
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = math.Float32frombits(r.Uint32()&^0x7f800000 | uint32(r.IntN(255))<<23)
@@ -567,6 +567,16 @@ func TestCountGE(t *testing.T) {
 			for m, tm := range three {
 				if want := countGEGo(x, tm); got[m] != want {
 					t.Fatalf("n=%d tk=%#x: countGE3 %d, Go %d", n, tm, got[m], want)
+				}
+			}
+			var seven [7]uint32
+			for m := range seven {
+				seven[m] = min(tks[(j+3*m)%len(tks)], 0x7f800001)
+			}
+			got7 := countGE7(x, seven)
+			for m, tm := range seven {
+				if want := countGEGo(x, tm); got7[m] != want {
+					t.Fatalf("n=%d tk=%#x (%d of 7): countGE7 %d, Go %d", n, tm, m, got7[m], want)
 				}
 			}
 			// splitGE with tk as t2 and the next threshold up as t1

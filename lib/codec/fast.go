@@ -686,6 +686,32 @@ func countGE3(x []float32, tk [3]uint32) [3]int {
 	return n
 }
 
+// countGE7 is countGE3 for seven thresholds: countGE7AVX2 for the leading
+// multiple of 8 (in pieces below its 2^35 bound) where the CPU has AVX2,
+// countGEGo for the rest.
+func countGE7(x []float32, tk [7]uint32) [7]int {
+	var n [7]int
+	k := 0
+	if haveAVX2 && len(x) >= 8 {
+		k = len(x) / 8 * 8
+		var tm1 [7]int32
+		for j, t := range tk {
+			tm1[j] = int32(t) - 1
+		}
+		for b := 0; b < k; b += 1 << 30 {
+			var out [7]int
+			countGE7AVX2(&x[b], min(k-b, 1<<30), &tm1, &out)
+			for j, c := range out {
+				n[j] += c
+			}
+		}
+	}
+	for j := range n {
+		n[j] += countGEGo(x[k:], tk[j])
+	}
+	return n
+}
+
 // countGEGo is one of countGE3's counts in pure Go.
 func countGEGo(x []float32, tk uint32) int {
 	n := 0

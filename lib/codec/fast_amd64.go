@@ -161,3 +161,9 @@ func bf16AVX2NT(dst *byte, x *float32, n int) (bad bool)
 //
 //go:noescape
 func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)
+
+// countGE7AVX2 is countGE3AVX2 for seven thresholds, n a multiple of 8
+// (n < 2^35).
+//
+//go:noescape
+func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)

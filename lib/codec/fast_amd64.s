@@ -1461,3 +1461,78 @@ smloop:
 smdone:
 	VZEROUPPER
 	RET
+
+// C7 counts lane by lane the keys of Y15 above the threshold T into C
+// (C −= the compare mask). Clobbers Y14.
+#define C7(T, C) \
+	VPCMPGTD T, Y15, Y14; \
+	VPSUBD   Y14, C, C
+
+// SUMLANES adds the eight dword counters of C (XC its low half; unsigned,
+// each < 2^32) into the qword at OFF(DI). Clobbers C, Y5, Y14.
+#define SUMLANES(C, XC, OFF) \
+	VPXOR        Y14, Y14, Y14; \
+	VPUNPCKHDQ   Y14, C, Y5; \
+	VPUNPCKLDQ   Y14, C, C; \
+	VPADDQ       Y5, C, C; \
+	VEXTRACTI128 $1, C, X5; \
+	VPADDQ       X5, XC, XC; \
+	VPSHUFD      $0x4e, XC, X5; \
+	VPADDQ       X5, XC, XC; \
+	VMOVQ        XC, OFF(DI)
+
+// func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)
+//
+// countGE3AVX2 for seven thresholds (three steps of MSTopK's bisection a
+// pass), 8 elements an iteration, n a multiple of 8 and n < 2^35: the key
+// is the float with its sign shifted out and back (no mask register), the
+// counters Y0–Y6, the thresholds Y7–Y13.
+TEXT ·countGE7AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	MOVQ tm1+16(FP), AX
+	VPBROADCASTD 0(AX), Y7
+	VPBROADCASTD 4(AX), Y8
+	VPBROADCASTD 8(AX), Y9
+	VPBROADCASTD 12(AX), Y10
+	VPBROADCASTD 16(AX), Y11
+	VPBROADCASTD 20(AX), Y12
+	VPBROADCASTD 24(AX), Y13
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+
+c7loop:
+	TESTQ CX, CX
+	JZ    c7done
+	VMOVDQU (SI), Y15
+	VPSLLD  $1, Y15, Y15
+	VPSRLD  $1, Y15, Y15
+	C7(Y7, Y0)
+	C7(Y8, Y1)
+	C7(Y9, Y2)
+	C7(Y10, Y3)
+	C7(Y11, Y4)
+	C7(Y12, Y5)
+	C7(Y13, Y6)
+	ADDQ $32, SI
+	DECQ CX
+	JMP  c7loop
+
+c7done:
+	MOVQ out+24(FP), DI
+	VMOVDQA Y5, Y8 // SUMLANES clobbers Y5
+	SUMLANES(Y0, X0, 0)
+	SUMLANES(Y1, X1, 8)
+	SUMLANES(Y2, X2, 16)
+	SUMLANES(Y3, X3, 24)
+	SUMLANES(Y4, X4, 32)
+	SUMLANES(Y8, X8, 40)
+	SUMLANES(Y6, X6, 48)
+	VZEROUPPER
+	RET

@@ -90,3 +90,7 @@ func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32) {
 func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32) {
 	panic("codec: no signumAVX2 on this platform")
 }
+
+func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int) {
+	panic("codec: no countGE7AVX2 on this platform")
+}
