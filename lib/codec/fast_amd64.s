@@ -1218,6 +1218,19 @@ gmdone:
 	VZEROUPPER
 	RET
 
+// SUMLANES adds the eight dword counters of C (XC its low half; unsigned,
+// each < 2^32) into the qword at OFF(DI). Clobbers C, Y5, Y14.
+#define SUMLANES(C, XC, OFF) \
+	VPXOR        Y14, Y14, Y14; \
+	VPUNPCKHDQ   Y14, C, Y5; \
+	VPUNPCKLDQ   Y14, C, C; \
+	VPADDQ       Y5, C, C; \
+	VEXTRACTI128 $1, C, X5; \
+	VPADDQ       X5, XC, XC; \
+	VPSHUFD      $0x4e, XC, X5; \
+	VPADDQ       X5, XC, XC; \
+	VMOVQ        XC, OFF(DI)
+
 // func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int)
 //
 // Three counts in one pass over the n floats (n a multiple of 32,
@@ -1275,33 +1288,11 @@ c3loop:
 
 c3done:
 	// a lane takes four compares per 32 elements, so it counts at most
-	// n/8 < 2^32: add the lanes as unsigned dwords widened to qwords
+	// n/8 < 2^32
 	MOVQ out+24(FP), DI
-	VPXOR      Y14, Y14, Y14
-	VPUNPCKLDQ Y14, Y0, Y4
-	VPUNPCKHDQ Y14, Y0, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 0(DI)
-	VPUNPCKLDQ Y14, Y1, Y4
-	VPUNPCKHDQ Y14, Y1, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 8(DI)
-	VPUNPCKLDQ Y14, Y2, Y4
-	VPUNPCKHDQ Y14, Y2, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 16(DI)
+	SUMLANES(Y0, X0, 0)
+	SUMLANES(Y1, X1, 8)
+	SUMLANES(Y2, X2, 16)
 	VZEROUPPER
 	RET
 
@@ -1467,19 +1458,6 @@ smdone:
 #define C7(T, C) \
 	VPCMPGTD T, Y15, Y14; \
 	VPSUBD   Y14, C, C
-
-// SUMLANES adds the eight dword counters of C (XC its low half; unsigned,
-// each < 2^32) into the qword at OFF(DI). Clobbers C, Y5, Y14.
-#define SUMLANES(C, XC, OFF) \
-	VPXOR        Y14, Y14, Y14; \
-	VPUNPCKHDQ   Y14, C, Y5; \
-	VPUNPCKLDQ   Y14, C, C; \
-	VPADDQ       Y5, C, C; \
-	VEXTRACTI128 $1, C, X5; \
-	VPADDQ       X5, XC, XC; \
-	VPSHUFD      $0x4e, XC, X5; \
-	VPADDQ       X5, XC, XC; \
-	VMOVQ        XC, OFF(DI)
 
 // func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)
 //
