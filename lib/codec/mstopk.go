@@ -61,29 +61,15 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 		parallel(cs, func(c, lo, hi int) {
 			counts[c] = countGE7(x[lo:hi], keys)
 		})
-		var nnz [7]int
+		var nnz [7]int64
 		for _, n := range counts {
 			for j, v := range n {
-				nnz[j] += v
+				nnz[j] += int64(v)
 			}
 		}
-		// Walk the tree: node j's children are 2j+1 (count ≤ k) and 2j+2.
-		j := 0
-		for step := range 3 {
-			if step > 0 {
-				search.Probe() // node j's threshold, whose count is in
-			}
-			st.Probes++
-			if search.Record(int64(nnz[j])) || it+step+1 == N {
-				break
-			}
-			if nnz[j] <= k {
-				j = 2*j + 1
-			} else {
-				j = 2*j + 2
-			}
-		}
-		if search.k1 == search.k || it+3 >= N {
+		n, done := search.walk(nnz, N-it)
+		st.Probes += n
+		if done {
 			break
 		}
 	}
@@ -172,6 +158,28 @@ func (s *ThresholdSearch) tree() [7]float64 {
 		t[2*j+1], t[2*j+2] = c.Next(true), c.Next(false)
 	}
 	return t
+}
+
+// walk records the counts of tree's probes (in its order) from the root,
+// following the counts, at most left of them; it returns how many it
+// recorded and whether the search is done (Record's result).
+func (s *ThresholdSearch) walk(nnz [7]int64, left int) (n int, done bool) {
+	j := 0
+	for n < min(3, left) {
+		if n > 0 {
+			s.Probe() // node j's threshold, whose count is in
+		}
+		n++
+		if s.Record(nnz[j]) {
+			return n, true
+		}
+		if nnz[j] <= s.k {
+			j = 2*j + 1
+		} else {
+			j = 2*j + 2
+		}
+	}
+	return n, false
 }
 
 // Probe returns the next threshold to count the elements at or above.
