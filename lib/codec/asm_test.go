@@ -221,6 +221,32 @@ func checkKernels(t *testing.T, x []float32) {
 			}
 		}
 	}
+	checkSignum(t, x)
+}
+
+// checkSignum compares signumInto with signumGo on a finite x, the
+// momentum taken from x reversed: the momenta bit for bit and the bits.
+func checkSignum(t *testing.T, x []float32) {
+	t.Helper()
+	if !finite(x) {
+		return
+	}
+	m1, m2 := slices.Clone(x), slices.Clone(x)
+	slices.Reverse(m1)
+	slices.Reverse(m2)
+	d1, d2 := make([]byte, packedLen(int64(len(x)))), make([]byte, packedLen(int64(len(x))))
+	for _, beta := range []float32{0.9, 0.5} {
+		signumInto(d1, m1, x, beta, 1-beta)
+		signumGo(d2, m2, x, beta, 1-beta)
+		for i := range m1 {
+			if math.Float32bits(m1[i]) != math.Float32bits(m2[i]) {
+				t.Fatalf("n=%d beta=%v: signumInto m[%d] = %#08x, Go %#08x", len(x), beta, i, math.Float32bits(m1[i]), math.Float32bits(m2[i]))
+			}
+		}
+		if !bytes.Equal(d1, d2) {
+			t.Fatalf("n=%d beta=%v: signumInto bits % x, Go % x", len(x), beta, d1[:min(8, len(d1))], d2[:min(8, len(d2))])
+		}
+	}
 }
 
 func finite(x []float32) bool {
@@ -518,7 +544,7 @@ func TestNaturalDecodeEveryCode(t *testing.T) {
 // KeyCeil, at lengths around the unrolling.
 func TestCountGE(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, n := range []int{0, 1, 31, 32, 33, 64, 100, 1000, 4099} {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 1000, 4099} {
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = math.Float32frombits(r.Uint32()&^0x7f800000 | uint32(r.IntN(255))<<23)
@@ -541,6 +567,16 @@ func TestCountGE(t *testing.T) {
 			for m, tm := range three {
 				if want := countGEGo(x, tm); got[m] != want {
 					t.Fatalf("n=%d tk=%#x: countGE3 %d, Go %d", n, tm, got[m], want)
+				}
+			}
+			var seven [7]uint32
+			for m := range seven {
+				seven[m] = min(tks[(j+3*m)%len(tks)], 0x7f800001)
+			}
+			got7 := countGE7(x, seven)
+			for m, tm := range seven {
+				if want := countGEGo(x, tm); got7[m] != want {
+					t.Fatalf("n=%d tk=%#x (%d of 7): countGE7 %d, Go %d", n, tm, m, got7[m], want)
 				}
 			}
 			// splitGE with tk as t2 and the next threshold up as t1

@@ -1,7 +1,11 @@
 package codec
 
 import (
+	"math"
 	"testing"
+	"time"
+
+	"trainwire.dev/lib/wire"
 )
 
 // Benchmarks of the encoders on 16 Mi floats (64 MiB), against a copy of
@@ -71,4 +75,60 @@ func BenchmarkQSGDBlock(b *testing.B) {
 	if haveAVX512 {
 		run("avx512", func() { qsgdBlock(codes, x, sc24, 64<<24, 7, false) })
 	}
+}
+
+// BenchmarkTable times every codec's encoder and decoder beside a copy of
+// the same dense tensor, alternating the two in each iteration, and
+// reports the best-iteration ratio as %memcpy (the dense bytes per second
+// of the codec over those of Go's copy, measured in the same moments: on
+// a shared machine the ratio is steadier than either time). Decoders
+// write into a reused tensor, as the copy does. bench/compressor/codecs.sh
+// runs it and prints the medians:
+// go test -run '^$' -bench Table -benchtime 5x -count 5 ./codec/
+func BenchmarkTable(b *testing.B) {
+	x := benchData()
+	for _, algo := range Algos() {
+		o := Options{}
+		if algo == "threshold" {
+			o.Threshold = 2.5 // about 1% of N(0, 1)
+		}
+		c := mustNew(b, algo, o)
+		st := &State{}
+		enc := func() *wire.Compressed {
+			f, err := c.Encode(Input{Name: "w", Data: x, State: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+		b.Run(algo+"/enc", func(b *testing.B) { benchPaired(b, x, func() { enc() }) })
+		b.Run(algo+"/dec", func(b *testing.B) {
+			f, dst := enc(), make([]float32, len(x))
+			benchPaired(b, x, func() {
+				if _, err := Decode(f, dst); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// benchPaired runs op and a copy of x alternately and reports both
+// best-iteration bandwidths and their ratio.
+func benchPaired(b *testing.B, x []float32, op func()) {
+	cp := make([]float32, len(x))
+	bestOp, bestCp := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		t0 := time.Now()
+		copy(cp, x)
+		t1 := time.Now()
+		op()
+		t2 := time.Now()
+		bestCp, bestOp = min(bestCp, t1.Sub(t0)), min(bestOp, t2.Sub(t1))
+	}
+	gb := float64(4*len(x)) / 1e9
+	b.ReportMetric(gb/bestOp.Seconds(), "GB/s")
+	b.ReportMetric(gb/bestCp.Seconds(), "memcpy-GB/s")
+	b.ReportMetric(100*bestCp.Seconds()/bestOp.Seconds(), "%memcpy")
 }

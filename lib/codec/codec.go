@@ -36,6 +36,9 @@ type Options struct {
 	Threshold float64
 	// Samplings is MSTopK's N, the threshold probes. Default 30.
 	Samplings int64
+	// RowSelector is hitopk's row selection: SelectorL2 (exact, the
+	// default) or SelectorMSTopK.
+	RowSelector string
 	// Rank is PowerSGD's r. Default 1.
 	Rank int64
 	// Momentum is Signum's β. Default 0.9.

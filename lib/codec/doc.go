@@ -1,6 +1,7 @@
 // Package codec holds trainwire's gradient-compression codecs and their
 // error-feedback memories: exact and approximate top-k, random-k,
-// threshold and DGC sparsification; QSGD, TernGrad, 1-bit, signSGD,
+// threshold and DGC sparsification; HiTopK's row selection (exact L2 or
+// MSTopK on the row norms); QSGD, TernGrad, 1-bit, signSGD,
 // Signum, EF-signSGD, FP16, BF16 and natural quantisation; and PowerSGD.
 //
 // Every codec turns a float32 tensor into a wire.Compressed frame in one

@@ -472,7 +472,7 @@ func maxMagGo(x []float32) uint32 {
 // ternBits sets TernGrad's bits for elements [lo, hi) (lo a multiple of
 // 8; the bytes of [lo, hi) belong to this call): ternAVX512 for the
 // leading multiple of 16 elements where the CPU has AVX-512, else ternAVX2
-// for the leading multiple of 8 where it has AVX2, ternBitsGo for the rest
+// for the leading multiple of 16 where it has AVX2, ternBitsGo for the rest
 // (and everything elsewhere).
 func ternBits(b []byte, nb int, x []float32, lo, hi int, inv float64, key uint64) {
 	i := lo
@@ -480,8 +480,8 @@ func ternBits(b []byte, nb int, x []float32, lo, hi int, inv float64, key uint64
 		k := (hi - lo) / 16 * 16
 		ternAVX512(&b[lo/8], nb, &x[lo], k, inv, key+uint64(lo)*rng.Golden)
 		i = lo + k
-	} else if haveAVX2 && hi-lo >= 8 {
-		k := (hi - lo) / 8 * 8
+	} else if haveAVX2 && hi-lo >= 16 {
+		k := (hi - lo) / 16 * 16
 		ternAVX2(&b[lo/8], nb, &x[lo], k, inv, key+uint64(lo)*rng.Golden)
 		i = lo + k
 	}
@@ -507,7 +507,7 @@ func ternBitsGo(b []byte, nb int, x []float32, lo, hi int, inv float64, key uint
 // naturalCodes sets codes[j] = naturalCode(x[j], Draw(key, i0+j)) and
 // reports whether x is finite: naturalAVX512 for the leading multiple of
 // 16 elements where the CPU has AVX-512, else naturalAVX2 for the leading
-// multiple of 8 where it has AVX2, naturalCodesGo for the rest (and
+// multiple of 16 where it has AVX2, naturalCodesGo for the rest (and
 // everything elsewhere).
 func naturalCodes(codes []byte, x []float32, i0 int, key uint64) bool {
 	k := 0
@@ -515,8 +515,8 @@ func naturalCodes(codes []byte, x []float32, i0 int, key uint64) bool {
 	if haveAVX512 && len(x) >= 16 {
 		k = len(x) / 16 * 16
 		bad = naturalAVX512(&codes[0], &x[0], k, key+uint64(i0)*rng.Golden)
-	} else if haveAVX2 && len(x) >= 8 {
-		k = len(x) / 8 * 8
+	} else if haveAVX2 && len(x) >= 16 {
+		k = len(x) / 16 * 16
 		bad = naturalAVX2(&codes[0], &x[0], k, key+uint64(i0)*rng.Golden)
 	}
 	return naturalCodesGo(codes[k:], x[k:], i0+k, key) && !bad
@@ -678,6 +678,32 @@ func countGE3(x []float32, tk [3]uint32) [3]int {
 			var out [3]int
 			countGE3AVX2(&x[b], min(k-b, 1<<30), &tm1, &out)
 			n[0], n[1], n[2] = n[0]+out[0], n[1]+out[1], n[2]+out[2]
+		}
+	}
+	for j := range n {
+		n[j] += countGEGo(x[k:], tk[j])
+	}
+	return n
+}
+
+// countGE7 is countGE3 for seven thresholds: countGE7AVX2 for the leading
+// multiple of 8 (in pieces below its 2^35 bound) where the CPU has AVX2,
+// countGEGo for the rest.
+func countGE7(x []float32, tk [7]uint32) [7]int {
+	var n [7]int
+	k := 0
+	if haveAVX2 && len(x) >= 8 {
+		k = len(x) / 8 * 8
+		var tm1 [7]int32
+		for j, t := range tk {
+			tm1[j] = int32(t) - 1
+		}
+		for b := 0; b < k; b += 1 << 30 {
+			var out [7]int
+			countGE7AVX2(&x[b], min(k-b, 1<<30), &tm1, &out)
+			for j, c := range out {
+				n[j] += c
+			}
 		}
 	}
 	for j := range n {

@@ -136,12 +136,12 @@ func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
 //go:noescape
 func ternDecodeAVX512(dst *float32, bits *byte, nb int, n int, s float32)
 
-// ternAVX2 is ternAVX512 on AVX2, n a multiple of 8.
+// ternAVX2 is ternAVX512 on AVX2, n a multiple of 16.
 //
 //go:noescape
 func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
 
-// naturalAVX2 is naturalAVX512 on AVX2, n a multiple of 8.
+// naturalAVX2 is naturalAVX512 on AVX2, n a multiple of 16.
 //
 //go:noescape
 func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)
@@ -156,3 +156,14 @@ func f16AVXNT(dst *byte, x *float32, n int) (bad bool)
 //
 //go:noescape
 func bf16AVX2NT(dst *byte, x *float32, n int) (bad bool)
+
+// signumAVX2 is signumGo on n elements (n a multiple of 32).
+//
+//go:noescape
+func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)
+
+// countGE7AVX2 is countGE3AVX2 for seven thresholds, n a multiple of 8
+// (n < 2^35).
+//
+//go:noescape
+func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)

@@ -719,100 +719,178 @@ DATA absmask<>+16(SB)/8, $0x7fffffff7fffffff
 DATA absmask<>+24(SB)/8, $0x7fffffff7fffffff
 GLOBL absmask<>(SB), RODATA|NOPTR, $32
 
-// MULC2 sets Z = Z·C mod 2^64 (C's halves in CL and CH): zL·CL +
-// (zL·CH + zH·CL)<<32. Clobbers T1, T2.
-#define MULC2(Z, CL, CH, T1, T2) \
-	VPSRLQ   $32, Z, T1; \
-	VPMULUDQ CH, Z, T2; \
-	VPMULUDQ CL, T1, T1; \
-	VPMULUDQ CL, Z, Z; \
-	VPADDQ   T1, T2, T2; \
-	VPSLLQ   $32, T2, T2; \
-	VPADDQ   T2, Z, Z
-
-// MIX2 is Mix64 without its last xor-shift (bits 40–63 do not need it).
+// MIX2 is Mix64 without its last xor-shift (bits 40–63 do not need it),
+// leaving those bits in the high dword of each qword of Z (the low dword
+// is garbage). Y14 = C1 & M and Y12 = C2 & M (the low halves, qwords),
+// Y13 and Y11 their halves swapped (lo dword C>>32, hi dword C & M):
+// z·C = zL·CL + (zL·CH + zH·CL)<<32, the cross terms from one VPMULLD of
+// both halves at once, added per dword (no carry crosses into the high
+// dword from a zero low one). Clobbers T1, T2.
 #define MIX2(Z, T1, T2) \
-	VPSRLQ $30, Z, T1; \
-	VPXOR  T1, Z, Z; \
-	MULC2(Z, Y14, Y13, T1, T2); \
-	VPSRLQ $27, Z, T1; \
-	VPXOR  T1, Z, Z; \
-	MULC2(Z, Y12, Y11, T1, T2)
+	VPSRLQ   $30, Z, T1; \
+	VPXOR    T1, Z, Z; \
+	VPMULLD  Y13, Z, T1; \
+	VPMULUDQ Y14, Z, Z; \
+	VPSLLQ   $32, T1, T2; \
+	VPAND    himask<>(SB), T1, T1; \
+	VPADDD   T2, Z, Z; \
+	VPADDD   T1, Z, Z; \
+	VPSRLQ   $27, Z, T1; \
+	VPXOR    T1, Z, Z; \
+	VPMULLD  Y11, Z, T1; \
+	VPMULUDQ Y12, Z, Z; \
+	VPSLLQ   $32, T1, T2; \
+	VPADDD   T1, Z, Z; \
+	VPADDD   T2, Z, Z
+
+DATA himask<>+0(SB)/8, $0xffffffff00000000
+DATA himask<>+8(SB)/8, $0xffffffff00000000
+DATA himask<>+16(SB)/8, $0xffffffff00000000
+DATA himask<>+24(SB)/8, $0xffffffff00000000
+GLOBL himask<>(SB), RODATA|NOPTR, $32
+
+// SHASH is MIX2 on the scalar unit for z = R10 (then R10 −= Golden, in
+// R13): Mix64 without its last xor-shift into OUT (R11 = C1, R12 = C2).
+// Clobbers BX.
+#define SHASH(OUT) \
+	MOVQ  R10, OUT; \
+	SHRQ  $30, OUT; \
+	XORQ  R10, OUT; \
+	IMULQ R11, OUT; \
+	MOVQ  OUT, BX; \
+	SHRQ  $27, BX; \
+	XORQ  BX, OUT; \
+	IMULQ R12, OUT; \
+	SUBQ  R13, R10
+
+// SPAIR hashes elements e+1 (R10) and e into AX: the high dword of
+// e+1's in the low half, e's in the high half (R14 = the high-half mask),
+// the lane order of VSHUFPS $0xdd. Clobbers BX, DX.
+#define SPAIR \
+	SHASH(AX); \
+	SHASH(DX); \
+	SHRQ $32, AX; \
+	ANDQ R14, DX; \
+	ORQ  DX, AX
+
+// SDRAW8 hashes 8 elements on the scalar unit (four SPAIRs) into YL,
+// pairs in the order drawn (X4 a temporary), then adds STEP to R10.
+#define SDRAW8(XL, YL, STEP) \
+	SPAIR; \
+	VMOVQ   AX, XL; \
+	SPAIR; \
+	VPINSRQ $1, AX, XL, XL; \
+	SPAIR; \
+	VMOVQ   AX, X4; \
+	SPAIR; \
+	VPINSRQ $1, AX, X4, X4; \
+	MOVQ    STEP, BX; \
+	ADDQ    BX, R10; \
+	VINSERTI128 $1, X4, YL, YL
+
+// MIX2CONST loads MIX2's constants (Y11–Y14) and SHASH's (R11, R12,
+// R14). Clobbers AX.
+#define MIX2CONST \
+	MOVL $0x1ce4e5b9, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ $0x1ce4e5b9bf58476d, AX; \
+	VMOVQ AX, X13; \
+	VPBROADCASTQ X13, Y13; \
+	MOVL $0x133111eb, AX; \
+	VMOVQ AX, X12; \
+	VPBROADCASTQ X12, Y12; \
+	MOVQ $0x133111eb94d049bb, AX; \
+	VMOVQ AX, X11; \
+	VPBROADCASTQ X11, Y11; \
+	MOVQ $0xbf58476d1ce4e5b9, R11; \
+	MOVQ $0x94d049bb133111eb, R12; \
+	MOVQ $0xffffffff00000000, R14
+
+// U2P turns the dwords of U (24-bit uniforms in bits 8–31) into floats
+// u = (U>>8)·2^-24.
+#define U2P(U) \
+	VPSRLD    $8, U, U; \
+	VCVTDQ2PS U, U; \
+	VMULPS    Y9, U, U
+
+// TCMP compares the uniforms U of 8 elements (lanes reversed) with p =
+// float32(float64(|x|)·inv) of the 8 floats at OFF(SI): SENT gets the
+// mask u < p, SIGN the sign mask, MSB first. Clobbers Y1–Y3, U.
+#define TCMP(OFF, U, SENT, SIGN) \
+	VPERMD       OFF(SI), Y8, Y1; \
+	VMOVMSKPS    Y1, SIGN; \
+	VPAND        absmask<>(SB), Y1, Y1; \
+	VCVTPS2PD    X1, Y2; \
+	VEXTRACTF128 $1, Y1, X3; \
+	VCVTPS2PD    X3, Y3; \
+	VMULPD       Y10, Y2, Y2; \
+	VMULPD       Y10, Y3, Y3; \
+	VCVTPD2PSY   Y2, X2; \
+	VCVTPD2PSY   Y3, X3; \
+	VINSERTF128  $1, X3, Y2, Y2; \
+	VCMPPS       $1, Y2, U, U; \
+	VMOVMSKPS    U, SENT
 
 // func ternAVX2(bits *byte, nb int, x *float32, n int, inv float64, base uint64)
-// ternAVX512 with AVX2 (the 64-bit multiplies from VPMULUDQ), 8 elements
-// (one byte of each plane) an iteration; n a multiple of 8.
+// ternAVX512 with AVX2, 16 elements (two bytes of each plane) an
+// iteration, n a multiple of 16: the draws of elements 0–7 in the lanes
+// of two vectors (MIX2), those of 8–15 on the scalar unit (SHASH), so
+// that both kinds of units work.
 TEXT ·ternAVX2(SB), NOSPLIT, $0-48
 	MOVQ bits+0(FP), DI
 	MOVQ nb+8(FP), R8
 	ADDQ DI, R8
 	MOVQ x+16(FP), SI
 	MOVQ n+24(FP), CX
-	SHRQ $3, CX
+	SHRQ $4, CX
 	VBROADCASTSD inv+32(FP), Y10
 	MOVQ base+40(FP), AX
 	MOVQ AX, X6
 	VPBROADCASTQ X6, Y6
 	VPADDQ tern2off<>+32(SB), Y6, Y5
 	VPADDQ tern2off<>+0(SB), Y6, Y6
-	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
-	MOVQ AX, X15
+	MOVQ $0xe3779b97f4a7c150, R10 // 16·Golden
+	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
-	MOVL $0x1ce4e5b9, AX
-	MOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVL $0xbf58476d, AX
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
-	MOVL $0x133111eb, AX
-	MOVQ AX, X12
-	VPBROADCASTQ X12, Y12
-	MOVL $0x94d049bb, AX
-	MOVQ AX, X11
-	VPBROADCASTQ X11, Y11
+	ADDQ AX, R10 // z of element 15
+	MIX2CONST
 	MOVL $0x33800000, AX // 2^-24
 	MOVD AX, X9
 	VPBROADCASTD X9, Y9
 	VMOVDQU revidx<>(SB), Y8
+	MOVQ $0x9e3779b97f4a7c15, R13
 
 t2loop:
 	TESTQ CX, CX
 	JZ    t2done
+	// elements 8–15, from 15 down, on the scalar unit
+	SDRAW8(X7, Y7, $0xd5336963eefba1f8) // then 24·Golden: to element 15 of the next iteration
+	// elements 0–7 in vector lanes
 	VMOVDQA Y6, Y0
 	VMOVDQA Y5, Y1
 	VPADDQ  Y15, Y6, Y6
 	VPADDQ  Y15, Y5, Y5
 	MIX2(Y0, Y2, Y3)
 	MIX2(Y1, Y2, Y3)
-	// u = float32(z>>40)·2^-24 of elements 7..0
-	VSHUFPS   $0xdd, Y1, Y0, Y0
-	VPSRLD    $8, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	VMULPS    Y9, Y0, Y0
-	// p = float32(float64(|x|)·inv) of elements 7..0
-	VPERMD      (SI), Y8, Y1
-	VMOVMSKPS   Y1, AX // signs
-	VPAND       absmask<>(SB), Y1, Y1
-	VCVTPS2PD   X1, Y2
-	VEXTRACTF128 $1, Y1, X3
-	VCVTPS2PD   X3, Y3
-	VMULPD      Y10, Y2, Y2
-	VMULPD      Y10, Y3, Y3
-	VCVTPD2PSY  Y2, X2
-	VCVTPD2PSY  Y3, X3
-	VINSERTF128 $1, X3, Y2, Y2
-	VCMPPS      $1, Y2, Y0, Y0 // u < p
-	VMOVMSKPS   Y0, BX
-	MOVL BX, DX
-	MOVL AX, R9
-	NOTL R9
-	ANDL R9, DX // sent and positive
+	VSHUFPS $0xdd, Y1, Y0, Y0 // elements 7..0
+	U2P(Y0)
+	U2P(Y7)
+	TCMP(0, Y0, BX, AX)
+	TCMP(32, Y7, R9, DX)
+	SHLL $8, R9
+	ORL  R9, BX // sent
+	SHLL $8, DX
+	ORL  DX, AX // negative
+	MOVL AX, DX
+	NOTL DX
+	ANDL BX, DX // sent and positive
 	ANDL BX, AX // sent and negative
-	MOVB DX, (DI)
-	MOVB AX, (R8)
-	ADDQ $32, SI
-	INCQ DI
-	INCQ R8
+	MOVW DX, (DI)
+	MOVW AX, (R8)
+	ADDQ $64, SI
+	ADDQ $2, DI
+	ADDQ $2, R8
 	DECQ CX
 	JMP  t2loop
 
@@ -833,6 +911,12 @@ DATA nat2off<>+40(SB)/8, $0x78dde6e5fd29f054
 DATA nat2off<>+48(SB)/8, $0x538454127b096493
 DATA nat2off<>+56(SB)/8, $0xf1bbcdcbfa53e0a8
 GLOBL nat2off<>(SB), RODATA|NOPTR, $64
+// nat2d is nat2off's second half minus its first (lane by lane).
+DATA nat2d<>+0(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+8(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+16(SB)/8, $0x3c6ef372fe94f82a
+DATA nat2d<>+24(SB)/8, $0x3c6ef372fe94f82a
+GLOBL nat2d<>(SB), RODATA|NOPTR, $32
 DATA manmask<>+0(SB)/8, $0x007fffff007fffff
 DATA manmask<>+8(SB)/8, $0x007fffff007fffff
 DATA manmask<>+16(SB)/8, $0x007fffff007fffff
@@ -864,33 +948,54 @@ DATA cinfm1<>+16(SB)/8, $0x7f7fffff7f7fffff
 DATA cinfm1<>+24(SB)/8, $0x7f7fffff7f7fffff
 GLOBL cinfm1<>(SB), RODATA|NOPTR, $32
 
+// NAT8 turns the uniforms U (r>>32 of 8 elements, in order) and the 8
+// floats at OFF(SI) into 8 codes (dwords) in OUT, and takes their
+// largest magnitude into Y10. Clobbers Y1–Y4, Y8, U.
+#define NAT8(OFF, U, OUT) \
+	VPSRLD    $9, U, Y1; \
+	VPSRLD    $8, U, U; \
+	VMOVDQU   OFF(SI), Y2; \
+	VPAND     absmask<>(SB), Y2, Y3; \
+	VPMAXUD   Y3, Y10, Y10; \
+	VPSRLD    $23, Y3, Y4; \
+	VPAND     manmask<>(SB), Y3, Y8; \
+	VPCMPGTD  Y1, Y8, Y8; \
+	VPSUBD    c27<>(SB), Y4, Y1; \
+	VPSUBD    Y8, Y1, Y1; \
+	VPMINSD   c127<>(SB), Y1, Y1; \
+	VCVTDQ2PS U, U; \
+	VMULPS    Y9, Y3, Y3; \
+	VCMPPS    $1, Y3, U, U; \
+	VPSRLD    $31, U, U; \
+	VPCMPGTD  Y4, Y7, Y4; \
+	VBLENDVPS Y4, U, Y1, Y1; \
+	VPSRAD    $31, Y2, Y2; \
+	VPXOR     Y3, Y3, Y3; \
+	VPCMPEQD  Y3, Y1, Y3; \
+	VPANDN    Y2, Y3, Y3; \
+	VPAND     c80<>(SB), Y3, Y3; \
+	VPOR      Y3, Y1, OUT
+
 // func naturalAVX2(codes *byte, x *float32, n int, base uint64) (bad bool)
-// naturalAVX512 with AVX2, 8 elements an iteration; n a multiple of 8.
+// naturalAVX512 with AVX2, 16 elements an iteration, n a multiple of 16:
+// the draws of elements 0–7 in vector lanes (MIX2), those of 8–15 on the
+// scalar unit (SHASH, ascending: R13 holds −Golden).
 TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 	MOVQ codes+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
-	SHRQ $3, CX
+	SHRQ $4, CX
 	MOVQ base+24(FP), AX
 	MOVQ AX, X6
 	VPBROADCASTQ X6, Y6
-	VPADDQ nat2off<>+32(SB), Y6, Y5
 	VPADDQ nat2off<>+0(SB), Y6, Y6
-	MOVQ $0xf1bbcdcbfa53e0a8, AX // 8·Golden
-	MOVQ AX, X15
+	MOVQ $0xe3779b97f4a7c150, R10 // 16·Golden
+	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
-	MOVL $0x1ce4e5b9, AX
-	MOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVL $0xbf58476d, AX
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
-	MOVL $0x133111eb, AX
-	MOVQ AX, X12
-	VPBROADCASTQ X12, Y12
-	MOVL $0x94d049bb, AX
-	MOVQ AX, X11
-	VPBROADCASTQ X11, Y11
+	MOVQ $0x8ff34785799e5cbd, R10 // 9·Golden
+	ADDQ AX, R10                  // z of element 8
+	MOVQ $0x61c8864680b583eb, R13 // −Golden
+	MIX2CONST
 	MOVL $0x7d000000, AX // 2^123
 	MOVD AX, X9
 	VPBROADCASTD X9, Y9
@@ -900,45 +1005,24 @@ TEXT ·naturalAVX2(SB), NOSPLIT, $0-33
 n2loop:
 	TESTQ CX, CX
 	JZ    n2done
+	// elements 8–15 on the scalar unit
+	SDRAW8(X5, Y5, $0xf1bbcdcbfa53e0a8) // then 8·Golden: to element 8 of the next iteration
+	// elements 0–7 in vector lanes
+	VPADDQ  nat2d<>(SB), Y6, Y1
 	VMOVDQA Y6, Y0
-	VMOVDQA Y5, Y1
 	VPADDQ  Y15, Y6, Y6
-	VPADDQ  Y15, Y5, Y5
 	MIX2(Y0, Y2, Y3)
 	MIX2(Y1, Y2, Y3)
 	VSHUFPS $0xdd, Y1, Y0, Y0 // r>>32 of elements 0..7
-	VPSRLD  $9, Y0, Y1        // 23-bit uniform
-	VPSRLD  $8, Y0, Y0        // 24-bit uniform
-	VMOVDQU (SI), Y2
-	VPAND   absmask<>(SB), Y2, Y3 // |x|
-	VPMAXUD Y3, Y10, Y10
-	VPSRLD  $23, Y3, Y4 // e
-	// e ≥ 28: min(e − 27 + [u23 < m], 127)
-	VPAND    manmask<>(SB), Y3, Y8
-	VPCMPGTD Y1, Y8, Y8
-	VPSUBD   c27<>(SB), Y4, Y1
-	VPSUBD   Y8, Y1, Y1
-	VPMINSD  c127<>(SB), Y1, Y1
-	// e < 28: [u24 < |x|·2^123]
-	VCVTDQ2PS Y0, Y0
-	VMULPS    Y9, Y3, Y3
-	VCMPPS    $1, Y3, Y0, Y0
-	VPSRLD    $31, Y0, Y0
-	VPCMPGTD  Y4, Y7, Y4
-	VBLENDVPS Y4, Y0, Y1, Y1
-	// the sign on non-zero codes
-	VPSRAD   $31, Y2, Y2
-	VPXOR    Y3, Y3, Y3
-	VPCMPEQD Y3, Y1, Y3
-	VPANDN   Y2, Y3, Y3
-	VPAND    c80<>(SB), Y3, Y3
-	VPOR     Y3, Y1, Y1
-	VEXTRACTI128 $1, Y1, X3
-	VPACKUSDW X3, X1, X1
-	VPACKUSWB X1, X1, X1
-	VMOVQ     X1, (DI)
-	ADDQ $32, SI
-	ADDQ $8, DI
+	NAT8(0, Y0, Y0)
+	NAT8(32, Y5, Y5)
+	VPACKUSDW Y5, Y0, Y0 // words [0-3 8-11 | 4-7 12-15]
+	VPERMQ    $0xd8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSWB X1, X0, X0
+	VMOVDQU   X0, (DI)
+	ADDQ $64, SI
+	ADDQ $16, DI
 	DECQ CX
 	JMP  n2loop
 
@@ -1134,6 +1218,19 @@ gmdone:
 	VZEROUPPER
 	RET
 
+// SUMLANES adds the eight dword counters of C (XC its low half; unsigned,
+// each < 2^32) into the qword at OFF(DI). Clobbers C, Y5, Y14.
+#define SUMLANES(C, XC, OFF) \
+	VPXOR        Y14, Y14, Y14; \
+	VPUNPCKHDQ   Y14, C, Y5; \
+	VPUNPCKLDQ   Y14, C, C; \
+	VPADDQ       Y5, C, C; \
+	VEXTRACTI128 $1, C, X5; \
+	VPADDQ       X5, XC, XC; \
+	VPSHUFD      $0x4e, XC, X5; \
+	VPADDQ       X5, XC, XC; \
+	VMOVQ        XC, OFF(DI)
+
 // func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int)
 //
 // Three counts in one pass over the n floats (n a multiple of 32,
@@ -1191,54 +1288,74 @@ c3loop:
 
 c3done:
 	// a lane takes four compares per 32 elements, so it counts at most
-	// n/8 < 2^32: add the lanes as unsigned dwords widened to qwords
+	// n/8 < 2^32
 	MOVQ out+24(FP), DI
-	VPXOR      Y14, Y14, Y14
-	VPUNPCKLDQ Y14, Y0, Y4
-	VPUNPCKHDQ Y14, Y0, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 0(DI)
-	VPUNPCKLDQ Y14, Y1, Y4
-	VPUNPCKHDQ Y14, Y1, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 8(DI)
-	VPUNPCKLDQ Y14, Y2, Y4
-	VPUNPCKHDQ Y14, Y2, Y5
-	VPADDQ     Y5, Y4, Y4
-	VEXTRACTI128 $1, Y4, X5
-	VPADDQ     X5, X4, X4
-	VPSHUFD    $0x4e, X4, X5
-	VPADDQ     X5, X4, X4
-	MOVQ       X4, 16(DI)
+	SUMLANES(Y0, X0, 0)
+	SUMLANES(Y1, X1, 8)
+	SUMLANES(Y2, X2, 16)
 	VZEROUPPER
 	RET
 
 // ---- terngrad decode (AVX2) ----
 
-// ternbits<> holds bit 7−e of a byte for lane e (the planes are MSB first).
+// ternbits<> holds, for group g of 8 lanes (32 bytes each), bit 7−e of
+// byte g for lane e (the planes are MSB first): the masks of a dword that
+// holds four plane bytes.
 DATA ternbits<>+0(SB)/4, $0x80
 DATA ternbits<>+4(SB)/4, $0x40
 DATA ternbits<>+8(SB)/4, $0x20
 DATA ternbits<>+12(SB)/4, $0x10
-DATA ternbits<>+16(SB)/4, $0x08
-DATA ternbits<>+20(SB)/4, $0x04
-DATA ternbits<>+24(SB)/4, $0x02
-DATA ternbits<>+28(SB)/4, $0x01
-GLOBL ternbits<>(SB), RODATA|NOPTR, $32
+DATA ternbits<>+16(SB)/4, $0x8
+DATA ternbits<>+20(SB)/4, $0x4
+DATA ternbits<>+24(SB)/4, $0x2
+DATA ternbits<>+28(SB)/4, $0x1
+DATA ternbits<>+32(SB)/4, $0x8000
+DATA ternbits<>+36(SB)/4, $0x4000
+DATA ternbits<>+40(SB)/4, $0x2000
+DATA ternbits<>+44(SB)/4, $0x1000
+DATA ternbits<>+48(SB)/4, $0x800
+DATA ternbits<>+52(SB)/4, $0x400
+DATA ternbits<>+56(SB)/4, $0x200
+DATA ternbits<>+60(SB)/4, $0x100
+DATA ternbits<>+64(SB)/4, $0x800000
+DATA ternbits<>+68(SB)/4, $0x400000
+DATA ternbits<>+72(SB)/4, $0x200000
+DATA ternbits<>+76(SB)/4, $0x100000
+DATA ternbits<>+80(SB)/4, $0x80000
+DATA ternbits<>+84(SB)/4, $0x40000
+DATA ternbits<>+88(SB)/4, $0x20000
+DATA ternbits<>+92(SB)/4, $0x10000
+DATA ternbits<>+96(SB)/4, $0x80000000
+DATA ternbits<>+100(SB)/4, $0x40000000
+DATA ternbits<>+104(SB)/4, $0x20000000
+DATA ternbits<>+108(SB)/4, $0x10000000
+DATA ternbits<>+112(SB)/4, $0x8000000
+DATA ternbits<>+116(SB)/4, $0x4000000
+DATA ternbits<>+120(SB)/4, $0x2000000
+DATA ternbits<>+124(SB)/4, $0x1000000
+GLOBL ternbits<>(SB), RODATA|NOPTR, $128
+
+// TERN8 writes the 8 floats at OFF(DI) of the plane dwords Y0 (plane 1)
+// and Y1 (plane 2) broadcast to every lane, M the lanes' bit masks:
+// plane 1 → s (Y8), else plane 2 → −s (Y9), else 0. Clobbers Y2, Y3.
+#define TERN8(M, OFF) \
+	VPAND    M, Y0, Y2; \
+	VPAND    M, Y1, Y3; \
+	VPCMPEQD M, Y2, Y2; \
+	VPCMPEQD M, Y3, Y3; \
+	VPANDN   Y3, Y2, Y3; \
+	VPAND    Y8, Y2, Y2; \
+	VPAND    Y9, Y3, Y3; \
+	VPOR     Y3, Y2, Y2; \
+	VMOVUPS  Y2, OFF(DI)
 
 // func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32)
 // TernGrad's decoder for n elements (n a multiple of 8) from a byte
 // boundary: plane 1 (bits) → s, else plane 2 (bits[nb:]) → −s, else 0.
-// Each plane byte is broadcast to eight lanes and tested against its lane's
-// bit.
+// Four bytes of each plane (32 elements) are broadcast to every lane and
+// tested against the lanes' bits; the last 8–24 elements a byte at a time.
+// (A legacy MOVD from a general register here, with the upper halves
+// dirty, made the loop several times slower: only VEX broadcasts.)
 TEXT ·ternDecodeAVX2(SB), NOSPLIT, $0-36
 	MOVQ dst+0(FP), DI
 	MOVQ bits+8(FP), SI
@@ -1247,36 +1364,153 @@ TEXT ·ternDecodeAVX2(SB), NOSPLIT, $0-36
 	MOVQ n+24(FP), CX
 	SHRQ $3, CX
 	VBROADCASTSS s+32(FP), Y8
-	MOVL $0x80000000, AX
-	MOVD AX, X9
-	VPBROADCASTD X9, Y9
-	VPXOR Y8, Y9, Y9 // −s (the sign bit flipped, as Go's -s)
-	VMOVDQU ternbits<>(SB), Y10
+	VPCMPEQD Y9, Y9, Y9
+	VPSLLD   $31, Y9, Y9
+	VPXOR    Y8, Y9, Y9 // −s (the sign bit flipped, as Go's -s)
+	VMOVDQU ternbits<>+0(SB), Y10
+	VMOVDQU ternbits<>+32(SB), Y11
+	VMOVDQU ternbits<>+64(SB), Y12
+	VMOVDQU ternbits<>+96(SB), Y13
 
-tavloop:
+tav32:
+	CMPQ CX, $4
+	JLT  tav8
+	VPBROADCASTD (SI), Y0
+	VPBROADCASTD (R8), Y1
+	TERN8(Y10, 0)
+	TERN8(Y11, 32)
+	TERN8(Y12, 64)
+	TERN8(Y13, 96)
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP  tav32
+
+tav8:
 	TESTQ CX, CX
 	JZ    tavdone
-	MOVBLZX (SI), AX
-	MOVBLZX (R8), BX
-	MOVD    AX, X0
-	MOVD    BX, X1
-	VPBROADCASTD X0, Y0
-	VPBROADCASTD X1, Y1
-	VPAND    Y10, Y0, Y0
-	VPAND    Y10, Y1, Y1
-	VPCMPEQD Y10, Y0, Y0 // plane 1
-	VPCMPEQD Y10, Y1, Y1 // plane 2
-	VPANDN   Y1, Y0, Y1  // plane 2 and not plane 1
-	VPAND    Y8, Y0, Y0
-	VPAND    Y9, Y1, Y1
-	VPOR     Y1, Y0, Y0
-	VMOVUPS  Y0, (DI)
+	VPBROADCASTB (SI), Y0
+	VPBROADCASTB (R8), Y1
+	TERN8(Y10, 0)
 	INCQ SI
 	INCQ R8
 	ADDQ $32, DI
 	DECQ CX
-	JMP  tavloop
+	JMP  tav8
 
 tavdone:
+	VZEROUPPER
+	RET
+
+// SIGNUM8 updates the 8 momenta at OFF(SI) with the 8 inputs at OFF(R9):
+// m = b·m + a·x (Y14 = b, Y15 = a; two roundings and an add, no FMA, as
+// Go's float32(b·m) + float32(a·x)), stores m, and leaves its sign mask,
+// lanes reversed (MSB first), in REG.
+#define SIGNUM8(OFF, REG) \
+	VMULPS    OFF(SI), Y14, Y0; \
+	VMULPS    OFF(R9), Y15, Y1; \
+	VADDPS    Y1, Y0, Y0; \
+	VMOVUPS   Y0, OFF(SI); \
+	VPERMD    Y0, Y11, Y0; \
+	VMOVMSKPS Y0, REG
+
+// func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)
+// signumGo on n elements (n a multiple of 32): the momentum update and
+// the packing of 1 − signbit(m) in one pass.
+TEXT ·signumAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ m+8(FP), SI
+	MOVQ x+16(FP), R9
+	MOVQ n+24(FP), CX
+	SHRQ $5, CX
+	VBROADCASTSS b+32(FP), Y14
+	VBROADCASTSS a+36(FP), Y15
+	VMOVDQU revidx<>(SB), Y11
+
+smloop:
+	TESTQ CX, CX
+	JZ    smdone
+	SIGNUM8(0, AX)
+	SIGNUM8(32, BX)
+	SIGNUM8(64, DX)
+	SIGNUM8(96, R8)
+	SHLL $8, BX
+	SHLL $16, DX
+	SHLL $24, R8
+	ORL  BX, AX
+	ORL  DX, R8
+	ORL  R8, AX
+	NOTL AX
+	MOVL AX, 0(DI)
+	ADDQ $128, SI
+	ADDQ $128, R9
+	ADDQ $4, DI
+	DECQ CX
+	JMP  smloop
+
+smdone:
+	VZEROUPPER
+	RET
+
+// C7 counts lane by lane the keys of Y15 above the threshold T into C
+// (C −= the compare mask). Clobbers Y14.
+#define C7(T, C) \
+	VPCMPGTD T, Y15, Y14; \
+	VPSUBD   Y14, C, C
+
+// func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)
+//
+// countGE3AVX2 for seven thresholds (three steps of MSTopK's bisection a
+// pass), 8 elements an iteration, n a multiple of 8 and n < 2^35: the key
+// is the float with its sign shifted out and back (no mask register), the
+// counters Y0–Y6, the thresholds Y7–Y13.
+TEXT ·countGE7AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	MOVQ tm1+16(FP), AX
+	VPBROADCASTD 0(AX), Y7
+	VPBROADCASTD 4(AX), Y8
+	VPBROADCASTD 8(AX), Y9
+	VPBROADCASTD 12(AX), Y10
+	VPBROADCASTD 16(AX), Y11
+	VPBROADCASTD 20(AX), Y12
+	VPBROADCASTD 24(AX), Y13
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+
+c7loop:
+	TESTQ CX, CX
+	JZ    c7done
+	VMOVDQU (SI), Y15
+	VPSLLD  $1, Y15, Y15
+	VPSRLD  $1, Y15, Y15
+	C7(Y7, Y0)
+	C7(Y8, Y1)
+	C7(Y9, Y2)
+	C7(Y10, Y3)
+	C7(Y11, Y4)
+	C7(Y12, Y5)
+	C7(Y13, Y6)
+	ADDQ $32, SI
+	DECQ CX
+	JMP  c7loop
+
+c7done:
+	MOVQ out+24(FP), DI
+	VMOVDQA Y5, Y8 // SUMLANES clobbers Y5
+	SUMLANES(Y0, X0, 0)
+	SUMLANES(Y1, X1, 8)
+	SUMLANES(Y2, X2, 16)
+	SUMLANES(Y3, X3, 24)
+	SUMLANES(Y4, X4, 32)
+	SUMLANES(Y8, X8, 40)
+	SUMLANES(Y6, X6, 48)
 	VZEROUPPER
 	RET

@@ -86,3 +86,11 @@ func countGE3AVX2(x *float32, n int, tm1 *[3]int32, out *[3]int) {
 func ternDecodeAVX2(dst *float32, bits *byte, nb int, n int, s float32) {
 	panic("codec: no ternDecodeAVX2 on this platform")
 }
+
+func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32) {
+	panic("codec: no signumAVX2 on this platform")
+}
+
+func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int) {
+	panic("codec: no countGE7AVX2 on this platform")
+}

@@ -48,32 +48,28 @@ func MSTopK(x []float32, k, N int, key uint64, nworkers int) ([]uint32, MSTopKSt
 	mean := sum / float64(d)
 	u := float64(math.Float32frombits(umax))
 	search := NewThresholdSearch(mean, u, int64(k), int64(d))
-	// Each pass over x counts the probe and both probes that can follow
-	// it (after a count ≤ k, and after one > k): two steps of the
-	// bisection a pass, with the counts of one probe at a time.
-	counts := make([][3]int, len(cs))
-	for it := 0; it < N; it += 2 {
-		t0 := search.Probe()
-		keys := [3]uint32{KeyCeil(t0), KeyCeil(search.Next(true)), KeyCeil(search.Next(false))}
+	// Each pass over x counts the probe and every probe that can follow it
+	// in the next two steps (a tree of seven: after a count ≤ k or > k,
+	// then again): three steps of the bisection a pass, with the counts of
+	// one probe at a time.
+	counts := make([][7]int, len(cs))
+	for it := 0; it < N; it += 3 {
+		var keys [7]uint32
+		for j, t := range search.tree() {
+			keys[j] = KeyCeil(t)
+		}
 		parallel(cs, func(c, lo, hi int) {
-			counts[c] = countGE3(x[lo:hi], keys)
+			counts[c] = countGE7(x[lo:hi], keys)
 		})
-		var nnz [3]int
+		var nnz [7]int64
 		for _, n := range counts {
-			nnz[0], nnz[1], nnz[2] = nnz[0]+n[0], nnz[1]+n[1], nnz[2]+n[2]
+			for j, v := range n {
+				nnz[j] += int64(v)
+			}
 		}
-		st.Probes++
-		if search.Record(int64(nnz[0])) || it+1 == N {
-			break
-		}
-		below := nnz[0] <= k
-		search.Probe() // = Next(below), whose count is in
-		st.Probes++
-		n1 := nnz[2]
-		if below {
-			n1 = nnz[1]
-		}
-		if search.Record(int64(n1)) {
+		n, done := search.walk(nnz, N-it)
+		st.Probes += n
+		if done {
 			break
 		}
 	}
@@ -141,6 +137,49 @@ func (s ThresholdSearch) Next(below bool) float64 {
 		s.l = s.ratio
 	}
 	return s.Probe()
+}
+
+// tree returns the next probe (it calls Probe) and the six that can follow
+// it in two more steps, in heap order: entry j's successor after a count
+// ≤ k is entry 2j+1, after a count > k entry 2j+2.
+func (s *ThresholdSearch) tree() [7]float64 {
+	var t [7]float64
+	t[0] = s.Probe()
+	for j := range 3 {
+		c := *s
+		if j > 0 { // move c to node j, one step from the probe
+			if j == 1 {
+				c.r = c.ratio
+			} else {
+				c.l = c.ratio
+			}
+			c.Probe()
+		}
+		t[2*j+1], t[2*j+2] = c.Next(true), c.Next(false)
+	}
+	return t
+}
+
+// walk records the counts of tree's probes (in its order) from the root,
+// following the counts, at most left of them; it returns how many it
+// recorded and whether the search is done (Record's result).
+func (s *ThresholdSearch) walk(nnz [7]int64, left int) (n int, done bool) {
+	j := 0
+	for n < min(3, left) {
+		if n > 0 {
+			s.Probe() // node j's threshold, whose count is in
+		}
+		n++
+		if s.Record(nnz[j]) {
+			return n, true
+		}
+		if nnz[j] <= s.k {
+			j = 2*j + 1
+		} else {
+			j = 2*j + 2
+		}
+	}
+	return n, false
 }
 
 // Probe returns the next threshold to count the elements at or above.

@@ -49,12 +49,13 @@ func genTensor(t *rapid.T) ([]int64, []float32) {
 // genOptions draws the codec options the properties must hold for.
 func genOptions(t *rapid.T) Options {
 	return Options{
-		Ratio:     rapid.SampledFrom([]float64{0.001, 0.01, 0.05, 0.3, 1}).Draw(t, "ratio"),
-		Seed:      rapid.Uint64().Draw(t, "codec seed"),
-		Levels:    rapid.Int64Range(1, 300).Draw(t, "levels"),
-		Rank:      rapid.Int64Range(1, 4).Draw(t, "rank"),
-		Samplings: rapid.Int64Range(1, 40).Draw(t, "samplings"),
-		Threshold: rapid.SampledFrom([]float64{0.001, 0.01, 0.5}).Draw(t, "threshold"),
+		Ratio:       rapid.SampledFrom([]float64{0.001, 0.01, 0.05, 0.3, 1}).Draw(t, "ratio"),
+		Seed:        rapid.Uint64().Draw(t, "codec seed"),
+		Levels:      rapid.Int64Range(1, 300).Draw(t, "levels"),
+		Rank:        rapid.Int64Range(1, 4).Draw(t, "rank"),
+		Samplings:   rapid.Int64Range(1, 40).Draw(t, "samplings"),
+		Threshold:   rapid.SampledFrom([]float64{0.001, 0.01, 0.5}).Draw(t, "threshold"),
+		RowSelector: rapid.SampledFrom([]string{SelectorL2, SelectorMSTopK}).Draw(t, "row selector"),
 	}
 }
 
@@ -158,7 +159,7 @@ func TestPropertyCodecs(t *testing.T) {
 // float32, within one rounding for fp16 and bf16, which round the sum.
 func TestPropertySum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		algo := rapid.SampledFrom([]string{"randomk", "topk", "mstopk", "dgc", "threshold", "fp16", "bf16"}).Draw(t, "algo")
+		algo := rapid.SampledFrom([]string{"randomk", "topk", "mstopk", "dgc", "threshold", "fp16", "bf16", "hitopk"}).Draw(t, "algo")
 		shape, _ := genTensor(t)
 		o := genOptions(t)
 		c, err := New(algo, o)
@@ -195,8 +196,9 @@ func TestPropertySum(t *testing.T) {
 				t.Fatal(err)
 			}
 		case *wire.Sparse:
+			w := int(o.Width)
 			for j, i := range u32s(o.Indices) {
-				got[i] = f32s(o.Values)[j]
+				copy(got[int(i)*w:(int(i)+1)*w], f32s(o.Values)[j*w:])
 			}
 		}
 		for i := range want {

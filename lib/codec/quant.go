@@ -75,16 +75,38 @@ func (c *signum) Encode(in Input) (*wire.Compressed, error) {
 	}
 	m := st.Slot("m", len(in.Data))
 	b, a := float32(c.beta), float32(1-c.beta)
-	for i, v := range in.Data {
-		m[i] = b*m[i] + a*v
-	}
-	bits, _ := signBits(m, c.workers)
+	bits := allocBytes(int(packedLen(int64(len(m)))))
+	cs := chunks(len(m), workers(c.workers, len(m)), 8)
+	parallel(cs, func(_ int, lo, hi int) { signumInto(bits[lo/8:], m[lo:hi], in.Data[lo:hi], b, a) })
 	return frame(c, in, part("bits", wire.U8, bits, int64(len(bits)))), nil
 }
 func (c *signum) check(f *wire.Compressed) error { return checkBits(f, "bits", 1) }
 func (c *signum) decode(f *wire.Compressed, dst []float32) error {
 	unpackParallel(dst, f.Parts[0].Data, 1, -1)
 	return nil
+}
+
+// signumInto sets m = float32(b·m) + float32(a·x) element-wise and packs
+// 1 − signbit(m) into dst: signumAVX2 for the leading multiple of 32
+// where the CPU has AVX2, signumGo for the rest (and everything
+// elsewhere).
+func signumInto(dst []byte, m, x []float32, b, a float32) {
+	k := 0
+	if haveAVX2 && len(m) >= 32 {
+		k = len(m) / 32 * 32
+		signumAVX2(&dst[0], &m[0], &x[0], k, b, a)
+	}
+	signumGo(dst[k/8:], m[k:], x[k:], b, a)
+}
+
+// signumGo is signumInto in pure Go. The conversions round each product
+// to float32, so that no compiler fuses them into an FMA.
+func signumGo(dst []byte, m, x []float32, b, a float32) {
+	x = x[:len(m)]
+	for i, v := range x {
+		m[i] = float32(b*m[i]) + float32(a*v)
+	}
+	signBitsGo(dst, m)
 }
 
 // efsignsgd: bits (x ≥ 0) and scale = mean |x| (f32); decodes to ±scale.

@@ -27,6 +27,8 @@ var ErrNotSummable = fmt.Errorf("not summable without decoding")
 //   - topk, mstopk, dgc, threshold: the union of the indices with the
 //     values of equal indices added, in frame order. Result: a sparse COO
 //     frame (u32 indices, f32 values).
+//   - hitopk: the same on rows: a row-sparse COO frame of the rows'
+//     width.
 //
 // Every frame must be valid for its codec (FromFrame), of the same algo,
 // name, shape and params; frames of other codecs give ErrNotSummable.
@@ -126,6 +128,8 @@ func SumWith(fs []*wire.Compressed, o SumOptions) (wire.Frame, error) {
 		}
 		out.Parts = []wire.Part{part("bits", wire.U8, b, int64(len(b)))}
 		return out, nil
+	case "hitopk":
+		return sumRows(fs, avg), nil
 	case "topk", "mstopk", "dgc", "threshold":
 		acc := map[uint32]float32{}
 		for _, f := range fs {
@@ -200,4 +204,34 @@ func sumHalves(h *half, fs []*wire.Compressed, average bool) []byte {
 		}
 	})
 	return out
+}
+
+// sumRows adds hitopk frames: the union of their row indices, ascending,
+// with the rows of equal indices added in frame order.
+func sumRows(fs []*wire.Compressed, avg func([]float32) []float32) *wire.Sparse {
+	f0 := fs[0]
+	_, w := rowsOf(f0.Shape)
+	acc := map[uint32][]float32{}
+	for _, f := range fs {
+		vals := f32s(f.Parts[0].Data)
+		for j, r := range u32s(f.Parts[1].Data) {
+			row := acc[r]
+			if row == nil {
+				row = make([]float32, w)
+				acc[r] = row
+			}
+			for e, v := range vals[int64(j)*w : int64(j+1)*w] {
+				row[e] += v
+			}
+		}
+	}
+	idx := slices.Sorted(maps.Keys(acc))
+	vals := make([]float32, 0, int64(len(idx))*w)
+	for _, r := range idx {
+		vals = append(vals, acc[r]...)
+	}
+	avg(vals)
+	return &wire.Sparse{Name: f0.Name, Step: f0.Step, Rank: -1, DType: wire.F32, Shape: slices.Clone(f0.Shape),
+		Width: w, Format: wire.COO, IType: wire.U32, Nnz: int64(len(idx)),
+		Indices: u32bytes(idx), Values: f32bytes(vals)}
 }
