@@ -111,3 +111,27 @@ func umask(t *testing.T) os.FileMode {
 	require.NoError(t, err)
 	return 0o777 &^ st.Mode().Perm()
 }
+
+// A legacy trace without its parameter list (no NAME.meta.json beside it,
+// no --params, no Input Dims) gives gradients without sizes: profiler
+// model says so and how to fix it, exit 2, and writes no model (fuser plan
+// used to fail later with "bytes 0 must be positive"). With the sidecar
+// beside it, the same trace gives a model.
+func TestModelWithoutSizesFails(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("testdata/ddp-gloo-2/rank-0.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rank-0.json"), b, 0o644))
+	out := filepath.Join(dir, "model.tw")
+	code, _, stderr := runCLI(t, nil, "model", "--quiet", "-o", out, dir)
+	assert.Equal(t, cli.ExitBadInput, code)
+	assert.Contains(t, stderr, "gradients have no size")
+	assert.Contains(t, stderr, "--params")
+	assert.NoFileExists(t, out)
+	meta, err := os.ReadFile("testdata/ddp-gloo-2/rank-0.meta.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rank-0.meta.json"), meta, 0o644))
+	code, _, stderr = runCLI(t, nil, "model", "--quiet", "-o", out, dir)
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, out)
+}

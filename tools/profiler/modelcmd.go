@@ -99,6 +99,9 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		if m, err = model.FromTraces(ranks, o); err != nil {
 			return err
 		}
+		if err := sized(m); err != nil {
+			return err
+		}
 	}
 	if !c.Quiet {
 		describe(rio.Stderr, m)
@@ -121,6 +124,29 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	return out.Commit()
+}
+
+// sized refuses a model whose gradients have no sizes (a legacy trace
+// without Input Dims, no --params, no NAME.meta.json beside it): the
+// planners cannot use it, and a model written anyway would fail there
+// ("bytes 0 must be positive"), far from the cause.
+func sized(m *wire.Model) error {
+	var missing []string
+	for _, g := range m.Grads {
+		if g.Bytes <= 0 {
+			missing = append(missing, g.Name)
+		}
+	}
+	n := len(missing)
+	if n == 0 {
+		return nil
+	}
+	if n > 4 {
+		missing = append(missing[:4], "…")
+	}
+	return cli.WithCode(cli.ExitBadInput, fmt.Errorf("%d of %d gradients have no size (%s): the traces carry no Input Dims (record with record_shapes=True) "+
+		"and no parameter list: give --params, or put NAME.meta.json beside each trace (examples/common.py and tools/profiler/testdata/record/record_ddp.py write one)",
+		n, len(m.Grads), strings.Join(missing, ", ")))
 }
 
 func readParams(path string) ([]analysis.MetaParam, error) {
