@@ -18,6 +18,7 @@ type CodecFlags struct {
 	DGCWarmup int64   `name:"dgc-warmup" help:"dgc: steps per stage of DGC's warm-up (density 25%, 6.25%, 1.5625%, 0.390625%, then --ratio); 0 is off." default:"0" env:"TRAINWIRE_COMPRESSOR_DGC_WARMUP"`
 	Threshold float64 `help:"threshold's τ: elements with |x| ≥ τ are sent." default:"0.01"`
 	Samplings int64   `help:"MSTopK's N: threshold probes (1..64)." default:"30"`
+	Selector  string  `help:"hitopk's row selection: l2 (exact: the k rows of largest L2 norm) or mstopk (MSTopK on the row norms)." default:"l2" enum:"l2,mstopk" env:"TRAINWIRE_COMPRESSOR_SELECTOR"`
 	Rank      int64   `help:"PowerSGD rank r." default:"1"`
 	Momentum  float64 `help:"Signum's momentum β." default:"0.9"`
 	Unbiased  bool    `help:"randomk: scale values by d/k so the decoded tensor is unbiased."`
@@ -32,7 +33,7 @@ type DeviceFlags struct {
 // Options returns the codec options the flags ask for.
 func (f CodecFlags) Options() codec.Options {
 	return codec.Options{Ratio: f.Ratio, K: f.K, Seed: f.Seed, Levels: f.Levels, Clip: f.Clip, DGCWarmup: f.DGCWarmup, Threshold: f.Threshold,
-		Samplings: f.Samplings, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
+		Samplings: f.Samplings, RowSelector: f.Selector, Rank: f.Rank, Momentum: f.Momentum, Unbiased: f.Unbiased, Workers: f.Workers}
 }
 
 // writeFileAtomic writes a stream to path through a cli.AtomicFile, so a
