@@ -11,7 +11,8 @@ usage: check_demo.py OUT
 - the plan stage wrote a fusion plan and a compression plan;
 - the run whose rank 1 was killed restarted once, resumed from a committed iteration and ended with
   the uninterrupted run's loss exactly; the cron job persisted an iteration, which verify checked;
-- no process the demo started is left (none carries its mark TRAINWIRE_DEMO=OUT).
+- no process the demo started is left (none carries its mark TRAINWIRE_DEMO=OUT), and no network
+  namespace of the emulated cluster.
 Exit 0 when all hold, 1 with one line per broken promise.
 """
 
@@ -52,6 +53,14 @@ def leftovers(out):
         except OSError:   # gone meanwhile, or not ours to read
             continue
     return left
+
+
+def namespaces():
+    """The emulated cluster's network namespaces still there (bench/cluster.sh names them tw-*)."""
+    try:
+        return [n for n in os.listdir("/run/netns") if n.startswith("tw-")]
+    except OSError:
+        return []
 
 
 def check_resume(out, uninterrupted):
@@ -125,6 +134,7 @@ def check(out):
         if "predicted iteration" not in f.read():
             bad.append("plan/compression.txt holds no compression plan")
     bad += ["left running: %s" % p for p in leftovers(out)]
+    bad += ["left behind: network namespace %s" % n for n in namespaces()]
     return bad
 
 
