@@ -56,8 +56,8 @@ class GradSync(_HookState):
     """Per-parameter gradient hooks launching each fusion group's sum over the ranks on this
     rank's `hashsync serve --scheme SCHEME` (started as hashsync_hook starts it, or `sidecar`,
     `socket`). fusion_plan: a fusion plan (see fusion_groups); default: one group per parameter,
-    in reverse definition order (roughly backprop's). compression_plan: refused until a
-    compressing sidecar exists. average: divide the sums by the world size (the gradients DDP
+    in reverse definition order (roughly backprop's). compression_plan: refused (not
+    built yet; DDP with compressor_hook(model, plan=...) executes compression plans). average: divide the sums by the world size (the gradients DDP
     would give). `requests` counts the sync requests sent."""
 
     def __init__(self, model, fusion_plan=None, compression_plan=None, scheme="dense", average=True,
@@ -65,8 +65,8 @@ class GradSync(_HookState):
                  connect_timeout=DEFAULT_TIMEOUT, **start_kw):
         if compression_plan is not None:
             raise NotImplementedError(
-                "trainwire: GradSync: compression plans need a compressing sidecar (`compressor "
-                "serve`, the compressed-collectives issue); hashsync serve sums uncompressed")
+                "trainwire: GradSync does not execute compression plans yet (it syncs on hashsync "
+                "serve, uncompressed); with DDP, compressor_hook(model, plan=...) executes one")
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("trainwire: GradSync: the model has no trainable parameter")
