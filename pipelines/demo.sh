@@ -72,10 +72,10 @@ stage() {
 
 echo "demo: training stages run on $where" >&2
 stage profile-plan pipelines/profile-plan.sh "$OUT/plan" "${MODEL[@]}"
-stage train-ddp pipelines/train.sh "${MODEL[@]}" --sync ddp --steps "$STEPS" --metrics "$OUT/ddp.jsonl"
-stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
+WIRE_BYTES="$OUT/ddp.wire" stage train-ddp pipelines/train.sh "${MODEL[@]}" --sync ddp --steps "$STEPS" --metrics "$OUT/ddp.jsonl"
+WIRE_BYTES="$OUT/trainwire.wire" stage train-trainwire pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
   --metrics "$OUT/trainwire.jsonl"
-stage train-compressor pipelines/train.sh "${MODEL[@]}" --sync compressor --plan "$OUT/plan/compression.tw" \
+WIRE_BYTES="$OUT/compressor.wire" stage train-compressor pipelines/train.sh "${MODEL[@]}" --sync compressor --plan "$OUT/plan/compression.tw" \
   --steps "$STEPS" --metrics "$OUT/compressor.jsonl"
 # Crash and resume: 4 ckpt agents (one per rank, peers on loopback) hold the checkpoints in
 # memory; the trainers checkpoint every CKPT_EVERY steps; rank 1 kills itself with SIGKILL after
@@ -109,6 +109,8 @@ TRAINWIRE_CKPT_PERSISTENT="$ckdir/persistent" METRICS_DIR="$ckdir" stage ckpt-ve
 stop_agents
 
 stage report /usr/bin/python3 pipelines/report.py --png "$OUT/report.png" --json "$OUT/report.json" \
+  --wire "gloo DDP=$OUT/ddp.wire" --wire "trainwire (hashsync zen)=$OUT/trainwire.wire" \
+  --wire "trainwire (compressor, Espresso plan)=$OUT/compressor.wire" \
   "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl" \
   "trainwire (compressor, Espresso plan)=$OUT/compressor.jsonl" \
   "trainwire (zen, rank 1 killed, resumed)=$OUT/crash.jsonl"

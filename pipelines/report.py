@@ -1,18 +1,21 @@
 #!/usr/bin/python3
 """Compares training runs from their metrics files and draws them.
 
-usage: report.py [--png OUT.png] [--json OUT.json] [--baseline NAME] NAME=METRICS.jsonl ...
+usage: report.py [--png OUT.png] [--json OUT.json] [--baseline NAME] [--wire NAME=BYTESFILE ...]
+                 NAME=METRICS.jsonl ...
 
 Each METRICS file is what examples/*.py --metrics writes: one JSON line per step (step, loss,
 seconds, samples) and a summary line. Prints one table row per run (steps, samples/s and its
 ratio to the baseline run, mean step time, final loss and its relative difference from the
-baseline's) on stdout, writes the same as JSON with --json, and with --png draws the loss curves
+baseline's, and with --wire the megabytes the hosts sent on their links, as pipelines/train.sh
+counts them in the emulated cluster) on stdout, writes the same as JSON with --json, and with --png draws the loss curves
 and the samples/s bars side by side. Exit codes: 0 ok, 1 a file is missing or holds no steps,
 2 bad usage.
 """
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -54,13 +57,15 @@ def row(name, steps, summary, base):
 
 
 def table(rows):
-    head = ["run", "steps", "samples/s", "× baseline", "step ms", "final loss", "loss vs baseline"]
+    head = ["run", "steps", "samples/s", "× baseline", "step ms", "final loss", "loss vs baseline",
+            "MB on the wire"]
 
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
     lines = [head] + [[r["run"], str(r["steps"]), fmt(r["samples_per_s"], ".1f"),
                        fmt(r.get("speedup"), ".2f"), fmt(r["step_ms"], ".1f"),
-                       fmt(r["final_loss"], ".5f"), fmt(r.get("loss_vs_baseline"), "+.2e")]
+                       fmt(r["final_loss"], ".5f"), fmt(r.get("loss_vs_baseline"), "+.2e"),
+                       fmt(r["wire_bytes"] / 1e6 if r.get("wire_bytes") is not None else None, ".1f")]
                       for r in rows]
     widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
     out = "\n".join("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in lines)
@@ -107,6 +112,8 @@ def main(argv=None):
     p.add_argument("--baseline", help="the run the others are compared with (default: the first)")
     p.add_argument("--png", help="draw loss curves and throughput here")
     p.add_argument("--json", help="write the table's rows here as JSON")
+    p.add_argument("--wire", action="append", default=[], metavar="NAME=BYTESFILE",
+                   help="a file holding the bytes run NAME sent on the wire (repeatable)")
     args = p.parse_args(argv)
     runs = {}
     for spec in args.runs:
@@ -122,6 +129,12 @@ def main(argv=None):
         p.error("--baseline %s is not one of the runs (%s)" % (base_name, ", ".join(runs)))
     base = row(base_name, *runs[base_name], None)
     rows = [row(n, *runs[n], base if n != base_name else None) for n in runs]
+    for spec in args.wire:
+        name, _, path = spec.partition("=")
+        for r in rows:
+            if r["run"] == name and os.path.exists(path):
+                with open(path) as f:
+                    r["wire_bytes"] = int(f.read().strip())
     print(table(rows))
     if args.json:
         with open(args.json, "w") as f:

@@ -9,6 +9,8 @@
 #        MAX_RESTARTS (0)     torchrun --max_restarts: restart every rank after one dies
 #        TIMEOUT (1200)       seconds before the whole run is stopped
 #        TORCHRUN_ARGS        more torchrun flags (e.g. "--monitor_interval 1")
+#        WIRE_BYTES           in the cluster: write the bytes every host sent on its link during
+#                             the run (the sum of eth0's tx_bytes deltas) to this file
 #        BIN                  trainwire's binaries (default: bin/ next to this script)
 #        CLUSTER_RATE         run in the emulated cluster of bench/cluster.sh instead of on
 #                             loopback: one host (network namespace) per rank, each with a link
@@ -55,6 +57,16 @@ fi
 
 . "$here/bench/lib.sh"   # cluster_up/cluster_down, and a trap that stops PIDS and the cluster
 cluster_up "$NPROC" "$CLUSTER_RATE"
+# tx_bytes: the bytes every host has sent on its link so far, summed
+tx_bytes() {
+  local r sum=0 n
+  for ((r = 0; r < NPROC; r++)); do
+    n=$("$CLUSTER" exec "$r" cat /sys/class/net/eth0/statistics/tx_bytes)
+    sum=$((sum + n))
+  done
+  echo "$sum"
+}
+tx0=$(tx_bytes)
 for ((r = 0; r < NPROC; r++)); do
   "$CLUSTER" exec "$r" env TRAINWIRE_BIND="10.99.0.$((r + 1))" TRAINWIRE_NO_UNIX=1 GLOO_SOCKET_IFNAME=eth0 \
     timeout -k 10 "$TIMEOUT" $PY -m torch.distributed.run --nnodes "$NPROC" --node_rank "$r" \
@@ -69,4 +81,7 @@ for p in "${PIDS[@]}"; do
   [ "$status" != 0 ] || status=$rc
 done
 PIDS=()
+sent=$(($(tx_bytes) - tx0))
+echo "train: the hosts sent $sent bytes on their links" >&2
+[ -z "${WIRE_BYTES:-}" ] || echo "$sent" > "$WIRE_BYTES"
 exit "$status"
