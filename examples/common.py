@@ -13,6 +13,8 @@ Every example runs under torchrun with CPU processes (gloo) and switches its gra
   compressor   DDP with trainwire's compressor_hook: this rank's `compressor serve` compresses
                every gradient with error feedback (--algo, --ratio, --memory, --collective, or
                --plan: a `compressor plan` stream, per parameter name)
+  split        DDP with trainwire's split_hook: the embeddings' gradients by hashsync_hook's
+               sidecar (--scheme), the other parameters' by compressor_hook's (--algo … or --plan)
   none         no communication at all: every rank trains alone (the compute-only floor that
                the communication share is measured against)
 
@@ -39,7 +41,7 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "compressor", "none")
+SYNCS = ("ddp", "fp16", "powersgd", "sparse", "hashsync", "compressor", "split", "none")
 
 
 def parser(description):
@@ -105,6 +107,12 @@ class Sync:
         elif args.sync == "hashsync":
             from trainwire.torch import hashsync_hook
             self.state, hook = hashsync_hook(scheme=args.scheme)
+            self.model.register_comm_hook(self.state, hook)
+        elif args.sync == "split":
+            from trainwire.torch import split_hook
+            self.state, hook = split_hook(self.model, scheme=args.scheme, compressor=dict(
+                algo=args.algo, ratio=args.ratio, memory=args.memory, collective=args.collective,
+                plan=args.plan))
             self.model.register_comm_hook(self.state, hook)
         elif args.sync == "compressor":
             from trainwire.torch import compressor_hook

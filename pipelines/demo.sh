@@ -8,7 +8,9 @@
 #   3. train    the same model, seed and data three times: gloo DDP; DDP with trainwire's
 #               hashsync hook (Zen's hashed sparse sync through this rank's `hashsync serve`);
 #               DDP with trainwire's compressor hook executing the compression plan of stage 2
-#               (`compressor serve`: top-k 1% with error feedback where the plan says so)
+#               (`compressor serve`: top-k 1% with error feedback where the plan says so); the full
+#               demo also trains with both plans at once (split_hook: the embedding by zen, the
+#               dense layers by the compressor as the plan says)
 #   4. crash    the trainwire run again with checkpoints every STEPS/4 steps to 4 ckpt agents; rank
 #               1 kills itself (SIGKILL) mid-run, torchrun restarts the job, which resumes from the
 #               newest committed iteration; pipelines/ckpt-cron.sh then persists and verifies it
@@ -77,6 +79,15 @@ WIRE_BYTES="$OUT/trainwire.wire" stage train-trainwire pipelines/train.sh "${MOD
   --metrics "$OUT/trainwire.jsonl"
 WIRE_BYTES="$OUT/compressor.wire" stage train-compressor pipelines/train.sh "${MODEL[@]}" --sync compressor --plan "$OUT/plan/compression.tw" \
   --steps "$STEPS" --metrics "$OUT/compressor.jsonl"
+# Both plans in one run (the full demo only: the test's short run keeps to 3 minutes): the
+# embedding by hashsync zen, the dense layers by the compressor as the Espresso plan says.
+runs=()
+if [ "${SHORT:-0}" != 1 ]; then
+  WIRE_BYTES="$OUT/split.wire" stage train-split pipelines/train.sh "${MODEL[@]}" --sync split --scheme zen \
+    --plan "$OUT/plan/compression.tw" --steps "$STEPS" --metrics "$OUT/split.jsonl"
+  runs+=("trainwire (zen + compressor plan)=$OUT/split.jsonl" --wire "trainwire (zen + compressor plan)=$OUT/split.wire")
+fi
+
 # Crash and resume: 4 ckpt agents (one per rank, peers on loopback) hold the checkpoints in
 # memory; the trainers checkpoint every CKPT_EVERY steps; rank 1 kills itself with SIGKILL after
 # step CRASH_AT; torchrun restarts the job, which resumes from the newest committed iteration.
@@ -113,7 +124,7 @@ stage report /usr/bin/python3 pipelines/report.py --png "$OUT/report.png" --json
   --wire "trainwire (compressor, Espresso plan)=$OUT/compressor.wire" \
   "gloo DDP=$OUT/ddp.jsonl" "trainwire (hashsync zen)=$OUT/trainwire.jsonl" \
   "trainwire (compressor, Espresso plan)=$OUT/compressor.jsonl" \
-  "trainwire (zen, rank 1 killed, resumed)=$OUT/crash.jsonl"
+  "${runs[@]}" "trainwire (zen, rank 1 killed, resumed)=$OUT/crash.jsonl"
 stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo DDP)" \
   -o "$OUT/timeline.png" "$OUT/plan/traces/rank-0.json" "$OUT/plan/traces/rank-1.json"
 

@@ -8,7 +8,9 @@ processes:
   final parameters (equal on every rank: every rank applies the same average);
 - the same run cut in two: STEPS//2 steps with save_every=STEPS//2, the hook closed, a new model
   with the parameters reached and a new hook given the saved EF state (state_in), the remaining
-  steps: the synced gradients of the second half, to compare with the uncut run's.
+  steps: the synced gradients of the second half, to compare with the uncut run's;
+- split_hook on an embedding + linear model (the embedding by hashsync zen, the linear layer by
+  fp16 on the compressed ring), in lockstep with gloo DDP.
 
 usage: compressor_worker.py OUTDIR STEPS
 """
@@ -24,7 +26,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from trainwire.torch import compressor_hook  # noqa: E402
+from trainwire.torch import compressor_hook, split_hook  # noqa: E402
 
 
 def net():
@@ -64,6 +66,41 @@ def lockstep_fp16(rank, steps):
     return np.array(out)
 
 
+class Rec(nn.Module):
+    """An embedding (synced by hashsync, row-sparse) and a dense head (by the compressor)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.EmbeddingBag(5000, 8, mode="sum")
+        self.fc = nn.Linear(8, 1)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids)).squeeze(1)
+
+
+def lockstep_split(rank, steps):
+    """split_hook (zen + fp16 ring) against gloo DDP at the same parameters every step."""
+    ref, m = DDP(Rec()), DDP(Rec())
+    state, hook = split_hook(m, scheme="zen", compressor=dict(algo="fp16", memory="none", collective="ring"))
+    m.register_comm_hook(state, hook)
+    out = []
+    for s in range(steps):
+        m.module.load_state_dict(ref.module.state_dict())
+        g = torch.Generator().manual_seed(1000 * s + rank)
+        ids, y = torch.randint(0, 5000, (16, 4), generator=g), torch.randn(16, generator=g)
+        grads = []
+        for model in (ref, m):
+            model.zero_grad()
+            nn.functional.mse_loss(model(ids), y).backward()
+            grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().copy())
+        out.append(grads)
+    info = {"sparse_requests": state.sparse.requests, "dense_requests": state.dense.requests}
+    state.close()
+    dist.barrier()
+    return np.array(out), info
+
+
 def topk_run(rank, first, last, module, state_in=None, save_every=0):
     m, state = hooked(module, algo="topk", ratio=0.25, memory="residual", collective="allgather",
                       state_in=state_in, save_every=save_every)
@@ -86,9 +123,10 @@ def main():
     half = steps // 2
     first, _, saved = topk_run(rank, 0, half, net(), save_every=half)
     _, arrays["topk.resumed"], _ = topk_run(rank, half, steps, first, state_in=saved)
+    arrays["split"], split_info = lockstep_split(rank, 3)
     np.savez(os.path.join(out, "r%d.npz" % rank), **arrays)
     with open(os.path.join(out, "r%d.json" % rank), "w") as f:
-        json.dump({"saved_step": saved["step"], "saved_bytes": len(saved["ef"] or b"")}, f)
+        json.dump(dict(split_info, saved_step=saved["step"], saved_bytes=len(saved["ef"] or b"")), f)
     dist.destroy_process_group()
 
 

@@ -279,3 +279,7 @@ __all__ += ["GradSync", "fusion_groups"]
 from .compressor import CompressorState, compressor_hook  # noqa: E402
 
 __all__ += ["compressor_hook", "CompressorState"]
+
+from .split import SplitState, split_hook  # noqa: E402
+
+__all__ += ["split_hook", "SplitState"]
