@@ -103,7 +103,9 @@ type causeError struct {
 func (e *causeError) Error() string { return e.msg }
 func (e *causeError) Unwrap() error { return e.cause }
 
-// describe turns a network error into the words a user needs.
+// describe turns a network error into the words a user needs; timeout is
+// the deadline that expired when it is --timeout's, 0 for any other (a
+// dial's: the message must not name --timeout then).
 func describe(err error, timeout time.Duration) string {
 	var ne net.Error
 	switch {
@@ -111,6 +113,8 @@ func describe(err error, timeout time.Duration) string {
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, syscall.ECONNABORTED):
 		return "connection closed by peer (process died?)"
+	case (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) && timeout <= 0:
+		return "timed out (no answer: host down, unreachable or filtered?)"
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return fmt.Sprintf("no progress for %v (peer hung, stopped or too slow? see --timeout)", timeout)
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -513,7 +513,7 @@ func (m *Mesh) rendezvousClient(ctx context.Context, tcpAddr, unixAddr string) e
 			if ctx.Err() == context.Canceled {
 				return rdzvErr(fmt.Errorf("cancelled while reaching rank 0 at %s", addr))
 			}
-			return rdzvErr(fmt.Errorf("could not reach rank 0 at %s within %v: %s", addr, m.cfg.ConnectTimeout, describe(lastErr, m.cfg.Timeout)))
+			return rdzvErr(fmt.Errorf("could not reach rank 0 at %s within %v: %s", addr, m.cfg.ConnectTimeout, describe(lastErr, 0)))
 		}
 		if time.Since(lastLog) > 10*time.Second {
 			m.log.Info("mesh: rendezvous: waiting for rank 0", "addr", addr, "err", err)
