@@ -125,6 +125,43 @@ func (s Spec) value(rng *rand.Rand, count int) float32 {
 	}
 }
 
+// everyRow is zipf at density 1: every row is touched, once, plus one
+// Zipf draw per row on top (the hot rows' counts grow as the skew says).
+// The general path would draw until the rarest row is hit — T ≈ 37·n·H_n
+// draws into a map, found by a search over T that is superlinear too.
+func (s Spec) everyRow(rng *rand.Rand) ([]uint32, []int) {
+	cdf, _ := zipfCDF(s.Rows, s.Skew)
+	rows := make([]uint32, s.Rows)
+	counts := make([]int, s.Rows)
+	for v := range rows {
+		rows[v], counts[v] = uint32(v), 1
+	}
+	for range s.Rows {
+		v := min(sort.SearchFloat64s(cdf, rng.Float64()), s.Rows-1)
+		counts[v]++
+	}
+	return rows, counts
+}
+
+// zipfCDF is the cumulative distribution of Zipf(s) over n ranks, and the
+// probabilities it sums.
+func zipfCDF(n int, s float64) (cdf, p []float64) {
+	p = make([]float64, n)
+	tot := 0.0
+	for v := range n {
+		p[v] = math.Pow(float64(v+1), -s)
+		tot += p[v]
+	}
+	cdf = make([]float64, n)
+	acc := 0.0
+	for v := range n {
+		p[v] /= tot
+		acc += p[v]
+		cdf[v] = acc
+	}
+	return cdf, p
+}
+
 // zipfTable is the cumulative distribution of Zipf(s) over n ranks and the
 // number of draws T that gives an expected density d.
 type zipfTable struct {
@@ -143,19 +180,7 @@ func zipfFor(n int, s, d float64) *zipfTable {
 	if v, ok := zipfCache.Load(k); ok {
 		return v.(*zipfTable)
 	}
-	p := make([]float64, n)
-	tot := 0.0
-	for v := range n {
-		p[v] = math.Pow(float64(v+1), -s)
-		tot += p[v]
-	}
-	cdf := make([]float64, n)
-	acc := 0.0
-	for v := range n {
-		p[v] /= tot
-		acc += p[v]
-		cdf[v] = acc
-	}
+	cdf, p := zipfCDF(n, s)
 	// Expected unique rows after T draws: Σ 1 − (1−p_v)^T; solve for d·n.
 	lp := make([]float64, n)
 	for v := range n {
@@ -191,6 +216,9 @@ func zipfFor(n int, s, d float64) *zipfTable {
 func (s Spec) zipf(rng *rand.Rand) ([]uint32, []int) {
 	if s.Density == 0 {
 		return nil, nil
+	}
+	if s.Density >= 1 {
+		return s.everyRow(rng)
 	}
 	z := zipfFor(s.Rows, s.Skew, s.Density)
 	cnt := map[uint32]int{}
