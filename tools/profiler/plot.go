@@ -22,7 +22,7 @@ import (
 // PlotCmd draws a Gantt timeline.
 type PlotCmd struct {
 	TraceFlags
-	Out      string  `short:"o" help:"Output picture: .png or .svg (also .pdf)." required:"" env:"TRAINWIRE_PROFILER_PLOT_OUT"`
+	Out      string  `short:"o" help:"Output picture: .png or .svg (also .pdf); - is stdout (PNG; never a terminal). A file appears only complete." required:"" env:"TRAINWIRE_PROFILER_PLOT_OUT"`
 	FromMS   float64 `name:"from-ms" help:"Start of the window, ms after the first event (default: the start)." default:"0" env:"TRAINWIRE_PROFILER_FROM_MS"`
 	ToMS     float64 `name:"to-ms" help:"End of the window, ms after the first event (0: the end)." default:"0" env:"TRAINWIRE_PROFILER_TO_MS"`
 	WidthCM  float64 `name:"width-cm" help:"Picture width in cm." default:"32" env:"TRAINWIRE_PROFILER_WIDTH_CM"`
@@ -102,6 +102,9 @@ func (s swatch) Thumbnail(c *draw.Canvas) {
 // Run draws.
 func (c *PlotCmd) Run(rio *cli.IO) error {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(c.Out), "."))
+	if c.Out == "-" {
+		ext = "png"
+	}
 	switch ext {
 	case "png", "svg", "pdf":
 	default:
@@ -258,11 +261,33 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 	p.X.Tick.Marker = msTicks{}
 	_ = labels
 	h := vg.Length(float64(len(rows))*0.75+4) * vg.Centimeter
-	if err := p.Save(vg.Length(c.WidthCM)*vg.Centimeter, h, c.Out); err != nil {
+	if err := save(p, vg.Length(c.WidthCM)*vg.Centimeter, h, ext, c.Out, rio); err != nil {
 		return err
 	}
 	rio.Log.Info("wrote timeline", "file", c.Out, "rows", len(rows), "events", len(g.bars))
 	return nil
+}
+
+// save renders p as ext into the output name ("-": stdout, where a
+// terminal refuses it as it refuses any binary; a file appears only
+// complete).
+func save(p *plot.Plot, w, h vg.Length, ext, name string, rio *cli.IO) error {
+	if name == "-" && cli.IsTerminal(rio.Stdout) {
+		return cli.WithCode(cli.ExitUsage, errors.New("--out -: stdout is a terminal: redirect it (> timeline.png) or name a file"))
+	}
+	wt, err := p.WriterTo(w, h, ext)
+	if err != nil {
+		return err
+	}
+	out, err := cli.CreateOutput(name, rio.Stdout)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if _, err := wt.WriteTo(out); err != nil {
+		return err
+	}
+	return out.Commit()
 }
 
 // timelineSpans are the spans a rank's timeline is made of (device events

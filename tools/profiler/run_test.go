@@ -319,6 +319,14 @@ func TestPlot(t *testing.T) {
 	if code, _, _ := runCLI(t, nil, "plot", "-o", filepath.Join(dir, "x.gif"), "testdata/synth/kineto-2024"); code != cli.ExitUsage {
 		t.Errorf("gif: exit %d", code)
 	}
+	// -o -: the PNG on stdout (a pipe here; a terminal refuses it)
+	code, out, errs := runCLI(t, nil, "plot", "-o", "-", "testdata/ddp-gloo-4")
+	if code != 0 {
+		t.Fatalf("-o -: exit %d %s", code, errs)
+	}
+	if img, err := png.Decode(bytes.NewReader(out)); err != nil || img.Bounds().Dx() < 1000 {
+		t.Fatalf("-o -: png: %v", err)
+	}
 }
 
 // TestConvert writes valid Chrome/Perfetto JSON with every rank.
