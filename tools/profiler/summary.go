@@ -141,6 +141,10 @@ func writeTable(w io.Writer, s *analysis.Summary) error {
 			c.MatchedBy, c.Clock, c.Matched, c.Unmatched, msf(c.StartSkewMean), ms(c.StartSkewMax), msf(c.EndSkewMean), ms(c.EndSkewMax))
 		p("op\tbytes\tcount\ttime ms\talgbw GB/s\tbusbw GB/s\n")
 		for _, o := range c.Ops {
+			if o.Bytes <= 0 { // no size in the trace: no bandwidth either
+				p("%s\tunknown\t%d\t%s\t-\t-\n", o.Op, o.Count, msf(o.TimeNS))
+				continue
+			}
 			p("%s\t%d\t%d\t%s\t%.3f\t%.3f\n", o.Op, o.Bytes, o.Count, msf(o.TimeNS), o.AlgBWGBps, o.BusBWGBps)
 		}
 	}

@@ -246,12 +246,19 @@ func (r *Rank) finish() {
 }
 
 // commBytes gives device collectives without message sizes (NCCL kernels
-// before 2023 carry none) the size of the record_param_comms op that
-// launched them (same External id).
+// before 2023 carry none) the size of the host op that launched them (same
+// External id): record_param_comms, else a nccl:* annotation (sized from
+// its Input Dims). Such a kernel also takes the annotation's operation
+// (nccl:all_to_all runs as ncclDevKernel_SendRecv, which would read as
+// sendrecv).
 func (r *Rank) commBytes() {
 	byExt := map[int64]*Span{}
 	for i := range r.Spans {
-		if s := &r.Spans[i]; s.Name == "record_param_comms" && s.ExtID >= 0 && s.Bytes > 0 {
+		s := &r.Spans[i]
+		if s.GPU || s.ExtID < 0 || s.Class != classify.Comm || (s.Bytes <= 0 && !strings.HasPrefix(s.Name, "nccl:")) {
+			continue
+		}
+		if prev, ok := byExt[s.ExtID]; !ok || prev.Name != "record_param_comms" {
 			byExt[s.ExtID] = s
 		}
 	}
@@ -260,12 +267,20 @@ func (r *Rank) commBytes() {
 	}
 	for i := range r.Spans {
 		s := &r.Spans[i]
-		if s.GPU && s.Bytes <= 0 && s.Class == classify.Comm {
-			if c, ok := byExt[s.ExtID]; ok {
-				s.Bytes = c.Bytes
-				if s.Coll == "" {
-					s.Coll = c.Coll
-				}
+		if !s.GPU || s.Class != classify.Comm {
+			continue
+		}
+		c, ok := byExt[s.ExtID]
+		if !ok {
+			continue
+		}
+		if s.Bytes <= 0 {
+			s.Bytes = c.Bytes
+		}
+		if s.Coll == "" {
+			s.Coll = c.Coll
+			if s.Coll == "" && strings.HasPrefix(c.Name, "nccl:") {
+				s.Coll = OpName(&Span{Name: strings.TrimPrefix(c.Name, "nccl:")})
 			}
 		}
 	}
@@ -423,6 +438,12 @@ func (r *Rank) add(ev *trace.Event, c *classify.Classifier, info *trace.Info) {
 		Seq: ev.Seq, Group: ev.GroupSize, Numel: ev.InNumel, DType: ev.DType, Bytes: ev.Bytes}
 	if ev.InNelems >= 0 {
 		s.Bytes = ev.InNelems * dtypeSize(ev.DType)
+	}
+	if s.Bytes <= 0 && cl == classify.Comm && s.Numel > 0 {
+		// a collective op whose size is only in its Input Dims (nccl:*
+		// annotations): the first input's elements (f32 when the trace
+		// names no dtype)
+		s.Bytes = s.Numel * dtypeSize(s.DType)
 	}
 	if cl == classify.Runtime {
 		if ev.Corr >= 0 {
