@@ -111,3 +111,28 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Empty stdin is a malformed stream (no header) for every verb that reads
+// one: exit 2 everywhere (compressor said 1), and a message that says so.
+func TestEmptyStdinExits2(t *testing.T) {
+	costs := []string{"--comm-alpha-us", "1", "--comm-gbps", "1", "--comp-alpha-us", "1", "--comp-gbps", "1", "--format", "frames"}
+	for _, c := range []struct {
+		tool string
+		args []string
+	}{
+		{"hashsync", []string{"dump"}},
+		{"compressor", []string{"encode", "--algo", "topk"}},
+		{"compressor", []string{"decode"}},
+		{"compressor", []string{"sum"}},
+		{"fuser", append([]string{"plan"}, costs...)},
+		{"profiler", []string{"summary", "-"}},
+		{"straggle", []string{"sync", "--world", "1"}},
+	} {
+		cmd := exec.Command(clitest.Binary(t, c.tool), c.args...)
+		var stderr clitest.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		assert.Equal(t, 2, clitest.ExitCode(err), "%s %v: %s", c.tool, c.args, stderr.String())
+		assert.Regexp(t, `empty input|no value`, stderr.String(), "%s %v", c.tool, c.args)
+	}
+}
