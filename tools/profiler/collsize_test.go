@@ -78,3 +78,27 @@ func TestCollectiveSizeFromInputDims(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, `(?m)^alltoall\s+unknown\s+\d+\s+[0-9.]+\s+-\s+-`, stderr)
 }
+
+// --scope hta analyses one step fewer, on whole µs; the default keeps them all.
+func TestSummaryScopeHTA(t *testing.T) {
+	iters := func(args ...string) (int, int64) {
+		code, _, stderr := runCLI(t, nil, append([]string{"summary", "--format", "json", "--no-frames"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		var rep struct {
+			Ranks []struct {
+				Iterations struct {
+					Count int `json:"count"`
+				} `json:"iterations"`
+				Temporal struct {
+					SpanNS int64 `json:"span_ns"`
+				} `json:"temporal"`
+			} `json:"ranks"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stderr[strings.Index(stderr, "{"):]), &rep), stderr)
+		return rep.Ranks[0].Iterations.Count, rep.Ranks[0].Temporal.SpanNS
+	}
+	all, _ := iters("testdata/synth/kineto-2024")
+	hta, span := iters("--scope", "hta", "testdata/synth/kineto-2024")
+	require.Equal(t, all-1, hta)
+	require.Zero(t, span%1000, "span %d ns is not whole µs", span)
+}

@@ -21,6 +21,7 @@ type SummaryCmd struct {
 	KernelWaitUS float64 `name:"kernel-wait-us" help:"A gap shorter than this between events on one lane, with the next launched in time, is kernel wait (HTA's consecutive_kernel_delay)." default:"30" env:"TRAINWIRE_PROFILER_KERNEL_WAIT_US"`
 	TopK         int     `help:"Kernels listed per class." default:"5" env:"TRAINWIRE_PROFILER_TOP_K"`
 	Instances    bool    `help:"List every matched collective in the JSON report." env:"TRAINWIRE_PROFILER_INSTANCES"`
+	Scope        string  `help:"all: every event, exact ns (the default); hta: as Holistic Trace Analysis scopes it, to reproduce its figures — the complete ProfilerSteps only (events starting outside them and the last step dropped), times rounded to whole µs (starts up, ends down)." enum:"all,hta" default:"all" env:"TRAINWIRE_PROFILER_SCOPE"`
 }
 
 // Help is the verb's long help.
@@ -44,6 +45,13 @@ func (c *SummaryCmd) Run(rio *cli.IO) error {
 	ranks, err := c.load(rio)
 	if err != nil {
 		return err
+	}
+	if c.Scope == "hta" {
+		for _, r := range ranks {
+			if !r.ScopeHTA() {
+				rio.Log.Warn("--scope hta: fewer than two ProfilerSteps; this rank is analysed whole", "rank", r.Rank)
+			}
+		}
 	}
 	o := analysis.DefaultOptions
 	o.KernelWaitNS = int64(c.KernelWaitUS * 1000)
