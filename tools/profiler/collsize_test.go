@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"trainwire.dev/tools/profiler/internal/analysis"
+	"trainwire.dev/tools/profiler/internal/classify"
 )
 
 // ncclTrace rewrites the kineto-2024 fixture as a job whose collectives
@@ -101,4 +104,21 @@ func TestSummaryScopeHTA(t *testing.T) {
 	hta, span := iters("--scope", "hta", "testdata/synth/kineto-2024")
 	require.Equal(t, all-1, hta)
 	require.Zero(t, span%1000, "span %d ns is not whole µs", span)
+}
+
+// Plot: step bars carry their ProfilerStep number; lanes come in the same
+// order on every rank — by what they are busiest with, then by name — not
+// by thread or stream id, which differ between ranks.
+func TestPlotStepLabelsAndLaneOrder(t *testing.T) {
+	assert.Equal(t, "#12", stepLabel("ProfilerStep#12", 0))
+	assert.Equal(t, "#3", stepLabel("step", 3))
+	names := []string{"stream 20", "stream 7", "thread 1"}
+	spans := []*analysis.Span{
+		{Lane: 0, Class: classify.Comm, TS: 0, End: 100},   // stream 20: nccl
+		{Lane: 1, Class: classify.Compute, TS: 0, End: 90}, // stream 7: kernels
+		{Lane: 2, Class: classify.Memory, TS: 0, End: 10},
+	}
+	lanes := []int{0, 1, 2}
+	orderLanes(lanes, spans, names)
+	assert.Equal(t, []int{1, 2, 0}, lanes)
 }

@@ -57,6 +57,7 @@ type bar struct {
 	x0, x1 float64
 	row    int
 	col    color.Color
+	label  string // drawn inside the bar when it fits (step numbers)
 }
 
 // gantt is a plot.Plotter of bars on rows.
@@ -83,8 +84,13 @@ func (g *gantt) Plot(c draw.Canvas, p *plot.Plot) {
 			rect(t[0], t[1], float64(r)-0.08, float64(r)+0.08, idleColor)
 		}
 	}
+	sty := p.Y.Tick.Label
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
 	for _, b := range g.bars {
 		rect(b.x0, b.x1, float64(b.row)-0.36, float64(b.row)+0.36, b.col)
+		if b.label != "" && trX(b.x1)-trX(b.x0) > sty.Width(b.label)+vg.Points(4) {
+			c.FillText(sty, vg.Point{X: (trX(b.x0) + trX(b.x1)) / 2, Y: trY(float64(b.row))}, b.label)
+		}
 	}
 }
 
@@ -149,7 +155,7 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 			rw := row{label: fmt.Sprintf("rank %d · steps", r.Rank)}
 			for i, s := range r.Steps {
 				if a, b, ok := in(x(s.TS), x(s.End)); ok {
-					rw.bars = append(rw.bars, bar{x0: a, x1: b, col: stepColor[i%2]})
+					rw.bars = append(rw.bars, bar{x0: a, x1: b, col: stepColor[i%2], label: stepLabel(s.Name, i)})
 				}
 			}
 			rows = append(rows, rw)
@@ -173,7 +179,7 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 			rio.Log.Info("drawing the busiest lanes only", "rank", r.Rank, "lanes", len(lanes), "drawn", c.MaxLanes)
 			lanes = lanes[:c.MaxLanes]
 		}
-		sort.Ints(lanes)
+		orderLanes(lanes, spans, r.Lanes)
 		for _, l := range lanes {
 			rw := row{label: fmt.Sprintf("rank %d · %s", r.Rank, clipLeft(r.Lanes[l], 30)), track: [2]float64{math.Inf(1), math.Inf(-1)}}
 			for _, s := range spans {
@@ -246,22 +252,21 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 	p.Y.Tick.Label.Font.Size = vg.Points(11)
 	p.Y.Tick.Marker = plot.ConstantTicks(rowTicks)
 	p.Add(g)
-	p.Legend.Top = true
-	p.Legend.Left = false
-	p.Legend.TextStyle.Font.Size = vg.Points(11)
-	p.Legend.Add("compute", swatch{classColor[classify.Compute]})
-	p.Legend.Add("comm", swatch{classColor[classify.Comm]})
-	p.Legend.Add("memory", swatch{classColor[classify.Memory]})
-	p.Legend.Add("sync", swatch{classColor[classify.Sync]})
-	p.Legend.Add("idle", swatch{idleColor})
-	p.Legend.Add("iteration", swatch{stepColor[0]})
-	p.Legend.Padding = vg.Points(2)
-	// room on the right for the legend, outside the bars
-	p.X.Min, p.X.Max = g.xmin, g.xmax+(g.xmax-g.xmin)*0.13
+	lg := plot.NewLegend()
+	lg.Top, lg.Left = true, true
+	lg.TextStyle.Font.Size = vg.Points(11)
+	lg.Add("compute", swatch{classColor[classify.Compute]})
+	lg.Add("comm", swatch{classColor[classify.Comm]})
+	lg.Add("memory", swatch{classColor[classify.Memory]})
+	lg.Add("sync", swatch{classColor[classify.Sync]})
+	lg.Add("idle", swatch{idleColor})
+	lg.Add("iteration", swatch{stepColor[0]})
+	lg.Padding = vg.Points(2)
+	p.X.Min, p.X.Max = g.xmin, g.xmax
 	p.X.Tick.Marker = msTicks{}
 	_ = labels
 	h := vg.Length(float64(len(rows))*0.75+4) * vg.Centimeter
-	if err := save(p, vg.Length(c.WidthCM)*vg.Centimeter, h, ext, c.Out, rio); err != nil {
+	if err := save(p, &lg, vg.Length(c.WidthCM)*vg.Centimeter, h, ext, c.Out, rio); err != nil {
 		return err
 	}
 	rio.Log.Info("wrote timeline", "file", c.Out, "rows", len(rows), "events", len(g.bars))
@@ -271,14 +276,19 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 // save renders p as ext into the output name ("-": stdout, where a
 // terminal refuses it as it refuses any binary; a file appears only
 // complete).
-func save(p *plot.Plot, w, h vg.Length, ext, name string, rio *cli.IO) error {
+func save(p *plot.Plot, lg *plot.Legend, w, h vg.Length, ext, name string, rio *cli.IO) error {
 	if name == "-" && cli.IsTerminal(rio.Stdout) {
 		return cli.WithCode(cli.ExitUsage, errors.New("--out -: stdout is a terminal: redirect it (> timeline.png) or name a file"))
 	}
-	wt, err := p.WriterTo(w, h, ext)
+	wt, err := draw.NewFormattedCanvas(w, h, ext)
 	if err != nil {
 		return err
 	}
+	// the legend in a column of its own on the right, never over a bar
+	dc := draw.New(wt)
+	lw := vg.Centimeter * 2.6
+	p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+	lg.Draw(draw.Crop(dc, w-lw+vg.Points(6), 0, 0, -vg.Centimeter))
 	out, err := cli.CreateOutput(name, rio.Stdout)
 	if err != nil {
 		return err
@@ -356,6 +366,62 @@ func clipLeft(s string, n int) string {
 }
 
 // mergeBars joins bars of one colour that overlap or lie within eps.
+// stepLabel is a step bar's label: the number of "ProfilerStep#N", else
+// its index.
+func stepLabel(name string, i int) string {
+	if k := strings.LastIndexByte(name, '#'); k >= 0 && k+1 < len(name) {
+		return "#" + name[k+1:]
+	}
+	return "#" + strconv.Itoa(i)
+}
+
+// laneOrder ranks a lane by the class it is busiest with: compute first,
+// then memory copies, then communication, then the rest.
+var laneOrder = map[classify.Class]int{classify.Compute: 0, classify.Memory: 1, classify.Comm: 2, classify.Sync: 3}
+
+// orderLanes sorts lanes the same way on every rank: by the class each is
+// busiest with (laneOrder), then by name (thread and stream ids differ
+// between ranks; what runs on a lane does not).
+func orderLanes(lanes []int, spans []*analysis.Span, names []string) {
+	busy := map[int]map[classify.Class]int64{}
+	for _, s := range spans {
+		if busy[s.Lane] == nil {
+			busy[s.Lane] = map[classify.Class]int64{}
+		}
+		busy[s.Lane][s.Class] += s.Dur()
+	}
+	rank := func(l int) int {
+		best, most := 4, int64(-1)
+		for cl, d := range busy[l] {
+			o, ok := laneOrder[cl]
+			if !ok {
+				o = 4
+			}
+			if d > most || (d == most && o < best) {
+				best, most = o, d
+			}
+		}
+		return best
+	}
+	sort.SliceStable(lanes, func(i, j int) bool {
+		ri, rj := rank(lanes[i]), rank(lanes[j])
+		if ri != rj {
+			return ri < rj
+		}
+		if ni, nj := laneName(names, lanes[i]), laneName(names, lanes[j]); ni != nj {
+			return ni < nj
+		}
+		return lanes[i] < lanes[j]
+	})
+}
+
+func laneName(names []string, l int) string {
+	if l >= 0 && l < len(names) {
+		return names[l]
+	}
+	return ""
+}
+
 func mergeBars(bs []bar, eps float64) []bar {
 	sort.SliceStable(bs, func(i, j int) bool { return bs[i].x0 < bs[j].x0 })
 	var out []bar
