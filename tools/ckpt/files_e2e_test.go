@@ -290,9 +290,9 @@ func TestE2ECatalogCorruptionRebuild(t *testing.T) {
 	c.persist(dir, "--tag", "pin")
 	c.saveAll(2, allRanks(2), want[2], "--commit")
 	c.persist(dir)
-	listing, stderr, code := c.tool("ls", "--dir", dir, "--json")
+	listing, stderr, code := c.tool("ls", "--dir", dir, "--format", "json")
 	if code != 0 || strings.Count(listing, "\n") != 2 || !strings.Contains(listing, `"format":"wire"`) || !strings.Contains(listing, `"tags":["pin"]`) {
-		t.Fatalf("ls --json: exit %d: %s%s", code, listing, stderr)
+		t.Fatalf("ls --format json: exit %d: %s%s", code, listing, stderr)
 	}
 
 	// What persist wrote (a wire save is kept as the agent re-encoded it).
@@ -330,8 +330,8 @@ func TestE2ECatalogCorruptionRebuild(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "2 iterations") {
 		t.Fatalf("catalog rebuild: exit %d: %s", code, stderr)
 	}
-	if got, stderr, code := c.tool("ls", "--dir", dir, "--json"); code != 0 || got != listing {
-		t.Fatalf("ls --json after the rebuild: exit %d:\n%s\nwant\n%s%s", code, got, listing, stderr)
+	if got, stderr, code := c.tool("ls", "--dir", dir, "--format", "json"); code != 0 || got != listing {
+		t.Fatalf("ls --format json after the rebuild: exit %d:\n%s\nwant\n%s%s", code, got, listing, stderr)
 	}
 	if _, stderr, code := c.tool("verify", "--dir", dir); code != 0 {
 		t.Fatalf("verify after the rebuild: exit %d: %s", code, stderr)

@@ -17,7 +17,7 @@ import (
 type HealthCmd struct {
 	launch.Flags `embed:""`
 	Etcd         []string      `required:"" help:"etcd endpoints (as given to the agents)." env:"TRAINWIRE_CKPT_ETCD"`
-	JSON         bool          `help:"One JSON object per line: the root, each member, each decision."`
+	Format       string        `help:"table, or json: one JSON object per line (the root, each member, each decision)." enum:"table,json" default:"table" env:"TRAINWIRE_CKPT_FORMAT"`
 	Timeout      time.Duration `help:"Deadline for etcd." default:"10s" env:"TRAINWIRE_TIMEOUT"`
 }
 
@@ -48,7 +48,7 @@ func (c *HealthCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	root := health.Leader(ctx, cl, run)
-	if c.JSON {
+	if c.Format == "json" {
 		enc := json.NewEncoder(rio.Stdout)
 		_ = enc.Encode(map[string]any{"root": root, "run": run})
 		for _, m := range members {

@@ -117,7 +117,7 @@ func lockDir(dir string, wait time.Duration, verb string) (func(), error) {
 // LsCmd is `ckpt ls`.
 type LsCmd struct {
 	DirFlag
-	JSON bool `help:"One JSON manifest per line instead of a table."`
+	Format string `help:"table, or json: one JSON manifest per line." enum:"table,json" default:"table" env:"TRAINWIRE_CKPT_FORMAT"`
 }
 
 // Run lists the catalog.
@@ -131,7 +131,7 @@ func (c *LsCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
+	if c.Format == "json" {
 		for _, m := range all {
 			b, _ := jsonLine(m)
 			fmt.Fprintln(rio.Stdout, string(b))

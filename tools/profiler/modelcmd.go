@@ -36,9 +36,9 @@ type ModelCmd struct {
 	World   int64   `help:"World size written in a built-in model." default:"1" env:"TRAINWIRE_PROFILER_WORLD"`
 	DType   string  `name:"dtype" help:"Gradient dtype of a built-in model (f32, f16, bf16)." default:"f32" env:"TRAINWIRE_PROFILER_DTYPE"`
 
-	Out   string `short:"o" help:"Output: a trainwire stream with one model frame (a file appears only on success); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
-	JSON  bool   `help:"Write the model frame's keys as JSON instead of a stream (fuser plan --model F.json reads it)." env:"TRAINWIRE_PROFILER_JSON"`
-	Quiet bool   `help:"No summary on stderr."`
+	Out    string `short:"o" help:"Output: a trainwire stream with one model frame (a file appears only on success); - is stdout." default:"-" env:"TRAINWIRE_PROFILER_OUT"`
+	Format string `help:"frames (a trainwire stream with the model frame), or json: the model frame's keys as JSON (fuser plan --model F.json reads it)." enum:"frames,json" default:"frames" env:"TRAINWIRE_PROFILER_MODEL_FORMAT"`
+	Quiet  bool   `help:"No summary on stderr."`
 }
 
 // Help is the verb's long help.
@@ -111,7 +111,7 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	defer out.Close() // removes the file unless it was written whole
-	if c.JSON {
+	if c.Format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(jsonModel(m)); err != nil {

@@ -267,7 +267,7 @@ func TestModelVerb(t *testing.T) {
 	if m == nil || len(m.Grads) != 8 || m.Grads[3].Name != "fc1.weight" || len(m.Comm) != 12 {
 		t.Fatalf("model %+v", m)
 	}
-	code, out, _ = runCLI(t, nil, "model", "--builtin", "bert-base", "--json", "--quiet", "--batch", "8", "--tflops", "50")
+	code, out, _ = runCLI(t, nil, "model", "--builtin", "bert-base", "--format", "json", "--quiet", "--batch", "8", "--tflops", "50")
 	var j struct {
 		Name  string `json:"name"`
 		Grads []struct {
