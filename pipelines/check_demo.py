@@ -9,7 +9,8 @@ usage: check_demo.py OUT
   tolerance, issue 27); the compressed run's final loss is within 2% of gloo DDP's;
 - report.png and timeline.png are valid PNGs of non-trivial size;
 - the plan stage wrote a fusion plan and a compression plan;
-- the run whose rank 1 was killed restarted once, resumed from a committed iteration and ended with
+- the run whose rank 1 (and its agent) was killed restarted once, resumed from a committed iteration
+  (rank 1's shard from a peer's memory) and ended with
   the uninterrupted run's loss exactly; the cron job persisted an iteration, which verify checked;
 - no process the demo started is left (none carries its mark TRAINWIRE_DEMO=OUT), and no network
   namespace of the emulated cluster (unless another job holds the cluster's lock: then they are its).
@@ -19,6 +20,7 @@ Exit 0 when all hold, 1 with one line per broken promise.
 import fcntl
 import json
 import os
+import re
 import struct
 import sys
 
@@ -95,6 +97,19 @@ def check_resume(out, uninterrupted):
         bad.append("resumed run: steps %s recorded" % sorted(done))
     elif done[max(done)]["loss"] != uninterrupted[-1]["loss"]:
         bad.append("resumed run: final loss %.9g, the uninterrupted run's %.9g" % (done[max(done)]["loss"], uninterrupted[-1]["loss"]))
+    with open(os.path.join(out, "logs", "train-crash.log"), errors="replace") as f:
+        log = f.read()
+    m = re.search(r"rank 1: attempt 1 resumes from iteration (\d+) \(([^)]*)\)", log)
+    try:
+        with open(os.path.join(out, "logs", "ckpt-agent-1-replacement.log"), errors="replace") as f:
+            healed = re.search(r"fetched a shard this agent holds from a peer.* owner=1 iter=%d " % it, f.read())
+    except OSError:
+        healed = None
+    # rank 1's shard came from a peer's memory: fetched by the replacement agent as it started
+    # (then restored "local"), or by the restore itself ("peer:R")
+    if not m or int(m.group(1)) != it or not (healed or m.group(2).startswith("peer")):
+        bad.append("resumed run: rank 1 (its agent replaced) did not get iteration %d from a peer's memory: %s"
+                   % (it, m.group(0) if m else "no resume line in logs/train-crash.log"))
     persisted = [d for d in os.listdir(os.path.join(out, "ckpt", "persistent")) if d.startswith("iter-")] \
         if os.path.isdir(os.path.join(out, "ckpt", "persistent")) else []
     if not persisted:

@@ -90,8 +90,10 @@ fi
 
 # Crash and resume: 4 ckpt agents (one per rank, peers on loopback) hold the checkpoints in
 # memory; the trainers checkpoint every CKPT_EVERY steps; rank 1 kills itself with SIGKILL after
-# step CRASH_AT; torchrun restarts the job, which resumes from the newest committed iteration.
-# On loopback (torchrun's restart of a static multi-node rendezvous is not what this shows).
+# step CRASH_AT and its machine's agent dies with it (SIGKILL) — a replacement agent starts in its
+# place; torchrun restarts the job, which resumes from the newest committed iteration: rank 1's
+# shard from a peer's memory, the others' from their own agent's. On loopback (torchrun's restart
+# of a static multi-node rendezvous is not what this shows).
 CKPT_EVERY=$((STEPS / 4)) CRASH_AT=$((STEPS / 2 + 1))
 ckdir="$OUT/ckpt"
 mkdir -p "$ckdir"
@@ -99,21 +101,41 @@ peers=$(/usr/bin/python3 -c 'import socket
 ss=[socket.socket() for _ in range(4)]
 [s.bind(("127.0.0.1", 0)) for s in ss]
 print(",".join("127.0.0.1:%d" % s.getsockname()[1] for s in ss))')
-agents=()
-stop_agents() { for p in "${agents[@]}"; do kill "$p" 2> /dev/null || true; done; for p in "${agents[@]}"; do wait "$p" 2> /dev/null || true; done; agents=(); }
+# every agent's pid, one per line (a replacement's too: it starts in a subshell)
+agent_pids="$ckdir/agent.pids"
+: > "$agent_pids"
+stop_agents() {
+  local p
+  while read -r p; do kill "$p" 2> /dev/null || true; done < "$agent_pids"
+  while read -r p; do while kill -0 "$p" 2> /dev/null; do sleep 0.1; done; done < "$agent_pids"
+  : > "$agent_pids"
+}
 trap stop_agents EXIT
-for r in 0 1 2 3; do
-  "$BIN/ckpt" agent --rank "$r" --world 4 --run-id demo --peers "$peers" --socket "$ckdir/agent-$r.sock" \
-    --m 2 --memory 512MiB --buffer 64MiB > "$OUT/logs/ckpt-agent-$r.log" 2>&1 &
-  agents+=($!)
-done
+# start_agent R [LOG SUFFIX]: rank R's ckpt agent, in the background
+start_agent() {
+  "$BIN/ckpt" agent --rank "$1" --world 4 --run-id demo --peers "$peers" --socket "$ckdir/agent-$1.sock" \
+    --m 2 --memory 512MiB --buffer 64MiB > "$OUT/logs/ckpt-agent-$1${2:-}.log" 2>&1 &
+  echo $! >> "$agent_pids"
+}
+for r in 0 1 2 3; do start_agent "$r"; done
 for r in 0 1 2 3; do
   for _ in $(seq 600); do [ -S "$ckdir/agent-$r.sock" ] && break; sleep 0.1; done
   [ -S "$ckdir/agent-$r.sock" ] || { echo "demo: ckpt agent $r did not start; read $OUT/logs/ckpt-agent-$r.log" >&2; exit 1; }
 done
+# The machine of rank 1 goes down with it: once rank 1 crashes, its agent is killed too and a
+# replacement agent starts (it heals its replicas from the peers).
+: > "$OUT/logs/train-crash.log"
+(
+  for _ in $(seq 6000); do grep -q "crashing on purpose" "$OUT/logs/train-crash.log" && break; sleep 0.1; done
+  kill -9 "$(sed -n 2p "$agent_pids")" 2> /dev/null || true
+  rm -f "$ckdir/agent-1.sock"
+  start_agent 1 -replacement
+) &
+watcher=$!
 CLUSTER_RATE='' MAX_RESTARTS=1 TORCHRUN_ARGS="--monitor_interval 1" TRAINWIRE_CKPT_SOCKET="$ckdir/agent-{rank}.sock" \
   stage train-crash pipelines/train.sh "${MODEL[@]}" --sync hashsync --scheme zen --steps "$STEPS" \
   --ckpt-every "$CKPT_EVERY" --crash-rank 1 --crash-at "$CRASH_AT" --metrics "$OUT/crash.jsonl"
+wait "$watcher"
 TRAINWIRE_CKPT_PERSISTENT="$ckdir/persistent" TRAINWIRE_CKPT_PEERS="$peers" TRAINWIRE_RUN_ID=demo \
   METRICS_DIR="$ckdir" stage ckpt-persist pipelines/ckpt-cron.sh persist
 TRAINWIRE_CKPT_PERSISTENT="$ckdir/persistent" METRICS_DIR="$ckdir" stage ckpt-verify pipelines/ckpt-cron.sh verify
@@ -140,8 +162,10 @@ stage timeline "$BIN/profiler" plot --title "profiled steps of every rank (gloo 
   echo "Espresso's plan (compressor plan, topk 1%): predicted $predicted ms per iteration, measured $measured ms"
   grep -E '^[0-9]+ ' "$OUT/plan/compression.txt" | awk '{printf "  %-14s %-10s %s\n", $2, $3, substr($0, index($0,$7))}'
   echo
-  echo "crash and resume: rank 1 killed with SIGKILL after step $CRASH_AT; torchrun restarted the job from the"
-  echo "ckpt agents' newest committed iteration (checkpoints every $CKPT_EVERY steps, in the agents' memory);"
+  echo "crash and resume: rank 1 and its ckpt agent killed with SIGKILL after step $CRASH_AT; the replacement agent"
+  echo "fetched rank 1's shards from a peer's memory as it started; torchrun restarted the job from the newest"
+  echo "committed iteration (checkpoints every $CKPT_EVERY steps, in the agents' memory);"
+  grep -h "fetched a shard" "$OUT/logs/ckpt-agent-1-replacement.log" | sed 's/^time=[^ ]* /  agent 1 (replacement): /'
   echo "then pipelines/ckpt-cron.sh persisted $(cd "$ckdir/persistent" && ls -d iter-* | tail -n 1) and verified it:"
   grep -h "resumes from" "$OUT/logs/train-crash.log" | sort | sed 's/^/  /'
   echo
