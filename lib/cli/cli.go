@@ -24,60 +24,30 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"trainwire.dev/lib/wire"
+	"trainwire.dev/lib/exit"
 )
 
-// Exit codes shared by every tool. They are documented in each tool's page
-// under docs/ and in docs/ARCHITECTURE.md.
+// Exit codes shared by every tool: lib/exit's, under the names the CLI
+// layer has always used.
 const (
-	// ExitOK: the command did what it was asked.
-	ExitOK = 0
-	// ExitFailure: a runtime failure not covered below (I/O error, …).
-	ExitFailure = 1
-	// ExitBadInput: the input stream or file is malformed (truncated,
-	// wrong types, lengths over a limit, digest mismatch).
-	ExitBadInput = 2
-	// ExitPeer: a peer rank died, hung past its deadline, or refused us.
-	ExitPeer = 3
-	// ExitSkipped: nothing was done because another run holds the lock
-	// (a cron job overlapping the previous one); try again later. 75 is
-	// sysexits.h's EX_TEMPFAIL.
-	ExitSkipped = 75
-	// ExitInterrupted: stopped by SIGINT or SIGTERM.
-	ExitInterrupted = 130
-	// ExitTerminated: stopped by SIGTERM (128+15). Only the long-running
-	// verbs (serve) tell it apart from ExitInterrupted (InterruptCode).
-	ExitTerminated = 143
-	// ExitUsage: bad flags or arguments (kong's convention).
-	ExitUsage = 80
+	ExitOK          = exit.OK
+	ExitFailure     = exit.Failure
+	ExitBadInput    = exit.BadInput
+	ExitPeer        = exit.Peer
+	ExitSkipped     = exit.Skipped
+	ExitInterrupted = exit.Interrupted
+	ExitTerminated  = exit.Terminated
+	ExitUsage       = exit.Usage
 )
 
 // ExitCoder is implemented by errors that choose their process exit code.
-type ExitCoder interface {
-	ExitCode() int
-}
+type ExitCoder = exit.Coder
 
 // ExitError wraps an error with an exit code.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// ExitCode returns the exit code.
-func (e *ExitError) ExitCode() int { return e.Code }
+type ExitError = exit.Error
 
 // WithCode wraps err so that the tool exits with code. A nil err stays nil.
-func WithCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: code, Err: err}
-}
+func WithCode(code int, err error) error { return exit.WithCode(code, err) }
 
 // Version is the version of the trainwire tools; release builds set it with
 // -ldflags "-X trainwire.dev/lib/cli.Version=v1.2.3".
@@ -206,23 +176,10 @@ func InterruptCode(ctx context.Context) int {
 	return ExitInterrupted
 }
 
-// ExitCodeOf maps an error to the process exit code: the code of the first
-// ExitCoder in its chain, else ExitBadInput for a malformed or truncated
-// trainwire stream, else ExitFailure.
-func ExitCodeOf(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ec ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	var de *wire.DecodeError
-	if errors.As(err, &de) || errors.Is(err, wire.ErrTruncated) {
-		return ExitBadInput
-	}
-	return ExitFailure
-}
+// ExitCodeOf maps an error to the process exit code: exit.CodeOf's (the
+// first ExitCoder in its chain; malformed and truncated streams carry 2),
+// else ExitFailure.
+func ExitCodeOf(err error) int { return exit.CodeOf(err) }
 
 // VersionCmd prints the tool's version and build information.
 type VersionCmd struct{}

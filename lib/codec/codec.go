@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
@@ -223,7 +224,7 @@ func (e *FrameError) Error() string {
 func (e *FrameError) Unwrap() error { return e.Err }
 
 // ExitCode makes tools exit with 2 (bad input).
-func (e *FrameError) ExitCode() int { return 2 }
+func (e *FrameError) ExitCode() int { return exit.BadInput }
 
 // NonFiniteError is an input tensor holding NaN or ±Inf, which every
 // encoder rejects. Tools exit with 2 on it.
@@ -238,7 +239,7 @@ func (e *NonFiniteError) Error() string {
 }
 
 // ExitCode makes tools exit with 2 (bad input).
-func (e *NonFiniteError) ExitCode() int { return 2 }
+func (e *NonFiniteError) ExitCode() int { return exit.BadInput }
 
 // CheckFinite returns a *NonFiniteError naming the first NaN or ±Inf of x.
 func CheckFinite(name string, x []float32) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/collective"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
 )
@@ -193,7 +194,7 @@ func TestKillOneRank(t *testing.T) {
 				}
 				var ee *exec.ExitError
 				require.ErrorAs(t, p.err, &ee, "rank %d: %s", r, p.output())
-				require.Equal(t, mesh.ExitPeer, ee.ExitCode(), "rank %d: %s", r, p.output())
+				require.Equal(t, exit.Peer, ee.ExitCode(), "rank %d: %s", r, p.output())
 				out := p.output()
 				require.Contains(t, out, fmt.Sprintf("mesh: rank %d", tc.victim), "rank %d", r)
 				t.Logf("rank %d exited after %v: %s", r, time.Since(killed).Round(time.Millisecond), strings.TrimSpace(out))

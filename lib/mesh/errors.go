@@ -8,11 +8,9 @@ import (
 	"os"
 	"syscall"
 	"time"
-)
 
-// ExitPeer is the process exit code for a peer failure (a dead, hung or
-// refusing rank); it equals cli.ExitPeer, which this package cannot import.
-const ExitPeer = 3
+	"trainwire.dev/lib/exit"
+)
 
 // ErrClosed is returned by operations on a mesh after Close.
 var ErrClosed = errors.New("mesh: closed")
@@ -79,7 +77,7 @@ func (e *PeerError) Unwrap() error { return e.Err }
 
 // ExitCode is ExitPeer (3), so trainwire's cli maps a peer failure to its
 // documented exit code.
-func (e *PeerError) ExitCode() int { return ExitPeer }
+func (e *PeerError) ExitCode() int { return exit.Peer }
 
 // verdict is the job-wide decision about which rank failed and why.
 type verdict struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/cli/clitest"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
 	"trainwire.dev/lib/mesh/meshtest"
@@ -223,7 +224,7 @@ func TestDeadPeer(t *testing.T) {
 				require.ErrorAs(t, err, &pe, "rank %d", r)
 				require.Equal(t, victim, pe.Rank, "rank %d: %v", r, err)
 				require.Contains(t, err.Error(), fmt.Sprintf("rank %d", victim))
-				require.Equal(t, mesh.ExitPeer, pe.ExitCode())
+				require.Equal(t, exit.Peer, pe.ExitCode())
 				t.Logf("rank %d: %v", r, err)
 			}
 		})

@@ -6,20 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"trainwire.dev/lib/exit"
 )
 
 // ErrTruncated is wrapped by the error a Reader returns when its input
-// ends inside a frame or before a stream's End frame.
-var ErrTruncated = errors.New("stream truncated")
+// ends inside a frame or before a stream's End frame. It is bad input:
+// the tool exits 2 wherever it surfaces.
+var ErrTruncated error = &exit.Error{Code: exit.BadInput, Err: errors.New("stream truncated")}
 
 // ErrDigest is wrapped by the error a Reader returns when an End frame's
-// count or digest does not match what was read.
-var ErrDigest = errors.New("end frame does not match the stream")
+// count or digest does not match what was read (exit 2).
+var ErrDigest error = &exit.Error{Code: exit.BadInput, Err: errors.New("end frame does not match the stream")}
 
 // ErrNotStream is wrapped by the error a Reader returns when a frame
 // starts with a byte no frame starts with, such as JSON or other text
-// where a stream was expected.
-var ErrNotStream = errors.New("not a trainwire stream")
+// where a stream was expected (exit 2).
+var ErrNotStream error = &exit.Error{Code: exit.BadInput, Err: errors.New("not a trainwire stream")}
 
 // notStream describes input that cannot be a frame, from what br has
 // buffered (it never waits for more): JSON, other text, or a stray byte.
@@ -85,7 +88,7 @@ func (e *DecodeError) Error() string {
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // ExitCode makes tools exit with 2 (bad input) on a malformed stream.
-func (e *DecodeError) ExitCode() int { return 2 }
+func (e *DecodeError) ExitCode() int { return exit.BadInput }
 
 // fieldError carries the field name up to where the frame index is known.
 type fieldError struct {

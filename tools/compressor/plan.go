@@ -15,6 +15,7 @@ import (
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/costmodel"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/compressor/internal/espresso"
 )
@@ -47,9 +48,6 @@ type PlanCmd struct {
 }
 
 // badInput marks errors in the user's files: exit code 2.
-func badInput(format string, a ...any) error {
-	return cli.WithCode(cli.ExitBadInput, fmt.Errorf(format, a...))
-}
 
 func usage(format string, a ...any) error {
 	return cli.WithCode(cli.ExitUsage, fmt.Errorf(format, a...))
@@ -64,7 +62,7 @@ func (c *PlanCmd) Run(rio *cli.IO) error {
 	cpu0 := processCPU()
 	res, err := in.Plan(espressoOptions(c))
 	if err != nil {
-		return badInput("plan: %v", err)
+		return exit.BadInputf("plan: %v", err)
 	}
 	cpuNS := processCPU() - cpu0
 	tl, err := in.Trace(res.Strategy)
@@ -150,9 +148,9 @@ func (c *PlanCmd) instance(rio *cli.IO) (*espresso.Instance, map[string]string, 
 	in, err := espresso.NewInstance(job, cl, costs, tree)
 	if err != nil {
 		if errors.Is(err, costmodel.ErrCluster) {
-			return nil, nil, badInput("%s: %v", c.Cluster, err)
+			return nil, nil, exit.BadInputf("%s: %v", c.Cluster, err)
 		}
-		return nil, nil, badInput("%s: %v", cli.InputName(c.Model), err)
+		return nil, nil, exit.BadInputf("%s: %v", cli.InputName(c.Model), err)
 	}
 	return in, desc, nil
 }
@@ -186,10 +184,10 @@ func parseCluster(path string, b []byte) (costmodel.Cluster, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return costmodel.Cluster{}, badInput("cluster %s: %v", path, err)
+		return costmodel.Cluster{}, exit.BadInputf("cluster %s: %v", path, err)
 	}
 	if dec.More() {
-		return costmodel.Cluster{}, badInput("cluster %s: more than one JSON value", path)
+		return costmodel.Cluster{}, exit.BadInputf("cluster %s: more than one JSON value", path)
 	}
 	gbps := func(p *float64) float64 {
 		if p == nil {
@@ -204,7 +202,7 @@ func parseCluster(path string, b []byte) (costmodel.Cluster, error) {
 		CPUWorkers: max(j.CPUWorkers, 1)}
 	missing := func(key string, p *float64, need bool) error {
 		if need && p == nil {
-			return badInput("cluster %s: %s is missing", path, key)
+			return exit.BadInputf("cluster %s: %s is missing", path, key)
 		}
 		return nil
 	}
@@ -215,10 +213,10 @@ func parseCluster(path string, b []byte) (costmodel.Cluster, error) {
 		return cl, err
 	}
 	if j.Nodes > 1<<20 || j.GPUsPerNode > 1<<12 || j.CPUWorkers > 1<<10 {
-		return cl, badInput("cluster %s: nodes %d, gpus_per_node %d or cpu_workers %d out of range", path, j.Nodes, j.GPUsPerNode, j.CPUWorkers)
+		return cl, exit.BadInputf("cluster %s: nodes %d, gpus_per_node %d or cpu_workers %d out of range", path, j.Nodes, j.GPUsPerNode, j.CPUWorkers)
 	}
 	if err := cl.Validate(false); err != nil {
-		return cl, badInput("cluster %s: %v", path, err)
+		return cl, exit.BadInputf("cluster %s: %v", path, err)
 	}
 	return cl, nil
 }
@@ -256,13 +254,13 @@ func (c *PlanCmd) codecTimes(costs *espresso.Costs, desc map[string]string) erro
 			} else if strings.HasPrefix(dev, "gpu") || strings.HasPrefix(dev, "cuda") {
 				dev = "gpu"
 			} else {
-				return badInput("samples: frame for %s has unknown device label %q", c.Algo, st.Labels["device"])
+				return exit.BadInputf("samples: frame for %s has unknown device label %q", c.Algo, st.Labels["device"])
 			}
 			b, okb := st.Values["bytes_in"]
 			e, oke := st.Values["encode_ns_mean"]
 			d, okd := st.Values["decode_ns_mean"]
 			if !okb || !oke || !okd {
-				return badInput("samples: a compressor.bench frame for %s lacks bytes_in, encode_ns_mean or decode_ns_mean", c.Algo)
+				return exit.BadInputf("samples: a compressor.bench frame for %s lacks bytes_in, encode_ns_mean or decode_ns_mean", c.Algo)
 			}
 			samples[dev] = append(samples[dev], costmodel.CodecSample{Bytes: b, EncodeNS: e, DecodeNS: d})
 			return nil
@@ -278,13 +276,13 @@ func (c *PlanCmd) codecTimes(costs *espresso.Costs, desc map[string]string) erro
 					}
 				}
 			})
-			return badInput("--samples %s: no compressor.bench frame for codec %q (the files measure: %s)",
+			return exit.BadInputf("--samples %s: no compressor.bench frame for codec %q (the files measure: %s)",
 				strings.Join(c.Samples, ","), c.Algo, strings.Join(have, ", "))
 		}
 		for dev, s := range samples {
 			ct, e, err := costmodel.FitCodec(s)
 			if err != nil {
-				return badInput("--samples: %s on %s: %v", c.Algo, dev, err)
+				return exit.BadInputf("--samples: %s on %s: %v", c.Algo, dev, err)
 			}
 			fitted[dev] = &ct
 			desc[dev] = fmt.Sprintf("fitted from %d samples: %v (relative rmse %.3g)", len(s), ct, e)
@@ -332,7 +330,7 @@ func (c *PlanCmd) readJob(rio *cli.IO) (espresso.Job, error) {
 	}
 	job := espresso.Job{Name: m.Name, ForwardNS: float64(m.ForwardNS), UpdateNS: c.UpdateUS * 1e3}
 	if m.ForwardNS < 0 {
-		return job, badInput("%s: forward_ns %d is negative", cli.InputName(c.Model), m.ForwardNS)
+		return job, exit.BadInputf("%s: forward_ns %d is negative", cli.InputName(c.Model), m.ForwardNS)
 	}
 	for i, g := range m.Grads {
 		n := g.Numel
@@ -342,20 +340,20 @@ func (c *PlanCmd) readJob(rio *cli.IO) (espresso.Job, error) {
 				sz = int64(g.DType.Size())
 			}
 			if sz <= 0 || g.Bytes%sz != 0 {
-				return job, badInput("%s: gradient %d (%s): bytes %d is not a whole number of %s elements", cli.InputName(c.Model), i, g.Name, g.Bytes, g.DType)
+				return job, exit.BadInputf("%s: gradient %d (%s): bytes %d is not a whole number of %s elements", cli.InputName(c.Model), i, g.Name, g.Bytes, g.DType)
 			}
 			n = g.Bytes / sz
 		}
 		if n <= 0 {
-			return job, badInput("%s: gradient %d (%s): no size (numel %d, bytes %d)", cli.InputName(c.Model), i, g.Name, g.Numel, g.Bytes)
+			return job, exit.BadInputf("%s: gradient %d (%s): no size (numel %d, bytes %d)", cli.InputName(c.Model), i, g.Name, g.Numel, g.Bytes)
 		}
 		if g.ReadyNS < 0 || g.ComputeNS < 0 {
-			return job, badInput("%s: gradient %d (%s): ready_ns %d and compute_ns %d must not be negative", cli.InputName(c.Model), i, g.Name, g.ReadyNS, g.ComputeNS)
+			return job, exit.BadInputf("%s: gradient %d (%s): ready_ns %d and compute_ns %d must not be negative", cli.InputName(c.Model), i, g.Name, g.ReadyNS, g.ComputeNS)
 		}
 		job.Grads = append(job.Grads, espresso.Grad{Name: g.Name, Numel: n, ReadyNS: float64(g.ReadyNS), ComputeNS: float64(g.ComputeNS)})
 	}
 	if len(job.Grads) == 0 {
-		return job, badInput("%s: model %q has no gradients", cli.InputName(c.Model), m.Name)
+		return job, exit.BadInputf("%s: model %q has no gradients", cli.InputName(c.Model), m.Name)
 	}
 	return job, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/costmodel"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/fuser/internal/fusion"
 )
@@ -31,9 +32,6 @@ type ModelFlags struct {
 }
 
 // badInput marks errors in the user's model or profile: exit code 2.
-func badInput(format string, a ...any) error {
-	return cli.WithCode(cli.ExitBadInput, fmt.Errorf(format, a...))
-}
 
 // load reads the model and builds the problem (ns and bytes).
 func (f *ModelFlags) load(rio *cli.IO) (*fusion.Problem, *wire.Model, map[string]string, error) {
@@ -42,21 +40,21 @@ func (f *ModelFlags) load(rio *cli.IO) (*fusion.Problem, *wire.Model, map[string
 		return nil, nil, nil, err
 	}
 	if len(m.Grads) == 0 {
-		return nil, nil, nil, badInput("model %q has no gradients", m.Name)
+		return nil, nil, nil, exit.BadInputf("model %q has no gradients", m.Name)
 	}
 	size := make([]float64, len(m.Grads))
 	b := make([]float64, len(m.Grads))
 	for i, g := range m.Grads {
 		if g.Bytes <= 0 {
-			return nil, nil, nil, badInput("gradient %d (%s): bytes %d must be positive", i, g.Name, g.Bytes)
+			return nil, nil, nil, exit.BadInputf("gradient %d (%s): bytes %d must be positive", i, g.Name, g.Bytes)
 		}
 		if g.ComputeNS < 0 {
-			return nil, nil, nil, badInput("gradient %d (%s): compute_ns %d is negative", i, g.Name, g.ComputeNS)
+			return nil, nil, nil, exit.BadInputf("gradient %d (%s): compute_ns %d is negative", i, g.Name, g.ComputeNS)
 		}
 		size[i], b[i] = float64(g.Bytes), float64(g.ComputeNS)
 	}
 	if m.ForwardNS < 0 {
-		return nil, nil, nil, badInput("forward_ns %d is negative", m.ForwardNS)
+		return nil, nil, nil, exit.BadInputf("forward_ns %d is negative", m.ForwardNS)
 	}
 	comm, commDesc, err := f.cost("comm", f.CommAlphaUS, f.CommGBps, f.CommSamples, "", m.Comm)
 	if err != nil {
@@ -109,7 +107,7 @@ func (f *ModelFlags) cost(what string, alphaUS, gbps float64, samples, algo stri
 func fitted(what, from string, s []costmodel.Sample) (costmodel.Cost, string, error) {
 	fit, err := costmodel.FitAuto(s)
 	if err != nil {
-		return nil, "", badInput("%s cost from %s: %v", what, from, err)
+		return nil, "", exit.BadInputf("%s cost from %s: %v", what, from, err)
 	}
 	return fit.Cost, fmt.Sprintf("fitted from %d samples in %s: %v (relative rmse %.3g)", fit.N, from, fit.Cost, fit.RMSE), nil
 }
@@ -148,9 +146,9 @@ func readSamples(path, algo string, lim wire.Limits) ([]costmodel.Sample, error)
 	}
 	switch {
 	case len(out) == 0 && algo != "":
-		return nil, badInput("%s: no stats frame labelled algo=%s with values bytes and ns (or encode_ns and decode_ns)", path, algo)
+		return nil, exit.BadInputf("%s: no stats frame labelled algo=%s with values bytes and ns (or encode_ns and decode_ns)", path, algo)
 	case len(out) == 0:
-		return nil, badInput("%s: no stats frame with values bytes and ns (or encode_ns and decode_ns)", path)
+		return nil, exit.BadInputf("%s: no stats frame with values bytes and ns (or encode_ns and decode_ns)", path)
 	case len(algos) > 1:
 		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("%s holds samples of %d algos (%s): say which with --comp-algo", path, len(algos), strings.Join(slices.Sorted(maps.Keys(algos)), ", ")))
 	}

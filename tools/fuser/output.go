@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/fuser/internal/fusion"
 )
@@ -215,7 +216,7 @@ func readPlan(path string, lim wire.Limits) ([]fusion.Group, error) {
 	for {
 		fr, err := r.Next()
 		if err == io.EOF {
-			return nil, badInput("%s: no plan frame", path)
+			return nil, exit.BadInputf("%s: no plan frame", path)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/tools/fuser/internal/fusion"
 )
 
@@ -86,7 +87,7 @@ func (c *EvalCmd) Run(rio *cli.IO) error {
 	if err == nil {
 		err = fusion.Check(groups, p.N())
 		if err != nil {
-			err = badInput("plan does not fit the model's %d gradients: %v", p.N(), err)
+			err = exit.BadInputf("plan does not fit the model's %d gradients: %v", p.N(), err)
 		}
 	}
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -76,7 +75,7 @@ func (f *TraceFlags) load(rio *cli.IO) ([]*analysis.Rank, error) {
 	}
 	ranks, err := analysis.Load(files, analysis.LoadOptions{Classifier: c, Rank: f.Rank, Stdin: rio.Stdin, MaxToken: int(f.MaxToken), Workers: f.Workers})
 	if err != nil {
-		return nil, badTrace(err)
+		return nil, err
 	}
 	for _, r := range ranks {
 		if n := sum(r.Skipped); n > 0 {
@@ -95,13 +94,4 @@ func sum(m map[string]int64) int64 {
 		n += v
 	}
 	return n
-}
-
-// badTrace gives malformed traces exit code 2.
-func badTrace(err error) error {
-	var te *trace.Error
-	if errors.As(err, &te) {
-		return cli.WithCode(cli.ExitBadInput, err)
-	}
-	return err
 }

@@ -69,7 +69,7 @@ func (c *IngestCmd) ingest(rio *cli.IO, files []string, cl *classify.Classifier,
 		n, err := c.ingestFile(rio, f, i, cl, w, counts)
 		bytes += n
 		if err != nil {
-			return bytes, badTrace(err)
+			return bytes, err
 		}
 		if err := rio.Ctx.Err(); err != nil {
 			return bytes, err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
 )
 
@@ -190,11 +191,11 @@ func (e *RemoteError) Error() string { return fmt.Sprintf("%s refused: %s", e.Wh
 func (e *RemoteError) ExitCode() int {
 	switch e.Code {
 	case "bad_input":
-		return 2
+		return exit.BadInput
 	case "lost", "replication_failed", "abandoned":
-		return 3
+		return exit.Peer
 	}
-	return 1
+	return exit.Failure
 }
 
 func (c *conn) wrap(op string, err error) error {

@@ -28,6 +28,7 @@ import (
 
 	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/collective"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/mesh"
 	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
@@ -230,7 +231,7 @@ type MismatchError struct {
 func (e *MismatchError) Error() string { return e.Msg }
 
 // ExitCode is 2: the ranks were given inconsistent input or flags.
-func (e *MismatchError) ExitCode() int { return 2 }
+func (e *MismatchError) ExitCode() int { return exit.BadInput }
 
 // LocalError is a failure of this rank's own input (a NaN, a bad frame):
 // the job is aborted so that the others fail at once, naming this rank.
@@ -240,7 +241,7 @@ func (e *LocalError) Error() string { return e.Err.Error() }
 func (e *LocalError) Unwrap() error { return e.Err }
 
 // ExitCode is 2 (bad input).
-func (e *LocalError) ExitCode() int { return 2 }
+func (e *LocalError) ExitCode() int { return exit.BadInput }
 
 func (s *Syncer) local(err error) error {
 	s.m.Abort(fmt.Errorf("rank %d: %w", s.r, err))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
 )
 
@@ -44,7 +45,7 @@ func (e *PlanError) Error() string { return e.Err.Error() }
 func (e *PlanError) Unwrap() error { return e.Err }
 
 // ExitCode is 2 (bad input).
-func (e *PlanError) ExitCode() int { return 2 }
+func (e *PlanError) ExitCode() int { return exit.BadInput }
 
 func planErr(format string, a ...any) error { return &PlanError{fmt.Errorf(format, a...)} }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/mesh"
 )
 
@@ -268,7 +269,7 @@ func (e *BadPeerError) Error() string {
 func (e *BadPeerError) Unwrap() error { return e.Err }
 
 // ExitCode is 3: a peer failed (it sent what no correct rank sends).
-func (e *BadPeerError) ExitCode() int { return mesh.ExitPeer }
+func (e *BadPeerError) ExitCode() int { return exit.Peer }
 
 // others returns every rank but r.
 func others(n, r int) []int {

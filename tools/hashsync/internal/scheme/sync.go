@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"trainwire.dev/lib/collective"
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/mesh"
 
 	"trainwire.dev/lib/zen"
@@ -191,7 +192,7 @@ type MismatchError struct{ Msg string }
 func (e *MismatchError) Error() string { return e.Msg }
 
 // ExitCode is 2 (bad input: the ranks were given inconsistent input or flags).
-func (e *MismatchError) ExitCode() int { return 2 }
+func (e *MismatchError) ExitCode() int { return exit.BadInput }
 
 func (s *Syncer) handshake() error {
 	mine := strings.Join(s.hello(), "\n")

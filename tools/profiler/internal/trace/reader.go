@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"trainwire.dev/lib/exit"
 	"trainwire.dev/tools/profiler/internal/jsontok"
 )
 
@@ -68,6 +69,9 @@ type Error struct {
 	Msg    string
 	Err    error
 }
+
+// ExitCode: a malformed trace is bad input (2).
+func (e *Error) ExitCode() int { return exit.BadInput }
 
 func (e *Error) Error() string {
 	if e.Err != nil {
