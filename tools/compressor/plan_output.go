@@ -44,15 +44,6 @@ func (r *planReport) offloaded() int {
 	return n
 }
 
-func (r *planReport) baseline(name string) (espresso.Baseline, bool) {
-	for _, b := range r.res.Baselines {
-		if b.Name == name {
-			return b, true
-		}
-	}
-	return espresso.Baseline{}, false
-}
-
 // item is one gradient's strategy.
 func (r *planReport) item(i int) map[string]any {
 	g := r.in.Job.Grads[i]

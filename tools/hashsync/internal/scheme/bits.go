@@ -7,8 +7,7 @@ import (
 	"trainwire.dev/lib/tensor"
 )
 
-func f32bits(f float32) uint32     { return math.Float32bits(f) }
-func f32frombits(u uint32) float32 { return math.Float32frombits(u) }
+func f32bits(f float32) uint32 { return math.Float32bits(f) }
 
 // f32view returns b as float32s: a view when the memory allows one, else
 // a decoded copy.

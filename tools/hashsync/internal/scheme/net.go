@@ -298,6 +298,3 @@ func putF32s(dst []byte, v []float32) []byte {
 	return dst
 }
 
-func getU32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[4*i:]) }
-
-func getF32(b []byte, i int) float32 { return f32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
