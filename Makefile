@@ -79,6 +79,7 @@ bench: deps build
 	bash bench/profiler/run.sh
 	bash bench/straggle/run.sh
 	bash bench/hashsync/run.sh --cluster 1gbit
+	bash bench/compressor-sync/run.sh --models resnet101,bert-base
 	bash bench/serve/run.sh
 	bash bench/ckpt/run.sh
 	bash bench/ckpt/interfere.sh 200mbit
