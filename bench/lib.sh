@@ -12,6 +12,8 @@
 #   cluster_up N RATE      (root) wait for /tmp/tw-cluster.lock, bring up N hosts on RATE links,
 #                          export TRAINWIRE_TOKEN (random unless set)
 #   cluster_down           take the cluster down and release the lock
+#   wait_ranks             wait for every pid in PIDS; the first that fails stops the others
+#                          (SIGTERM); WAIT_STATUS is its status (0: all succeeded); PIDS emptied
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY=/usr/bin/python3
@@ -43,6 +45,22 @@ cluster_down() {
     _BENCH_CLUSTER_UP=0
     flock -u 9 || true
   fi
+}
+
+wait_ranks() {
+  local pending rest p q pid
+  WAIT_STATUS=0
+  pending=("${PIDS[@]}")
+  while [ "${#pending[@]}" -gt 0 ]; do
+    set +e; wait -n -p pid "${pending[@]}"; p=$?; set -e
+    rest=(); for q in "${pending[@]}"; do [ "$q" = "$pid" ] || rest+=("$q"); done
+    pending=("${rest[@]}")
+    if [ "$p" != 0 ] && [ "$WAIT_STATUS" = 0 ]; then
+      WAIT_STATUS="$p"
+      for q in "${pending[@]}"; do kill -TERM "$q" 2>/dev/null || true; done
+    fi
+  done
+  PIDS=()
 }
 
 _bench_cleanup() {

@@ -101,17 +101,8 @@ launch() {
       >"$out" 2>"$W/logs/$tag-r$r.err" &
     PIDS+=($!)
   done
-  pending=("${PIDS[@]}")
-  while [ "${#pending[@]}" -gt 0 ]; do
-    set +e; wait -n -p pid "${pending[@]}"; p=$?; set -e
-    rest=(); for q in "${pending[@]}"; do [ "$q" = "$pid" ] || rest+=("$q"); done
-    pending=("${rest[@]}")
-    if [ "$p" != 0 ] && [ "$status" = 0 ]; then
-      status="$p"
-      for q in "${pending[@]}"; do kill -TERM "$q" 2>/dev/null || true; done
-    fi
-  done
-  PIDS=()
+  wait_ranks
+  status=$WAIT_STATUS
   if [ "$status" != 0 ]; then
     FAILED=1
     log "$tag FAILED (status $status)"
