@@ -41,9 +41,10 @@ def collect(d, warmup):
         except SystemExit as e:
             print("table: %s" % e, file=sys.stderr)
             continue
-        timed = [s for s in steps if s["step"] >= warmup] or steps
+        # a run that died in warm-up has no step time (its warm-up steps are not comparable)
+        timed = [s for s in steps if s["step"] >= warmup]
         r = {"run": run, "steps": len(steps), "samples_per_s": summary.get("samples_per_s"),
-             "step_ms": 1000 * sum(s["seconds"] for s in timed) / len(timed),
+             "step_ms": 1000 * sum(s["seconds"] for s in timed) / len(timed) if timed else None,
              "final_loss": steps[-1]["loss"], "complete": bool(summary.get("summary"))}
         b = path[:-len(".jsonl")] + ".bytes"
         if os.path.exists(b):
@@ -61,7 +62,7 @@ def derive(runs):
             r["loss_vs_gloo"] = (r["final_loss"] - base["final_loss"]) / abs(base["final_loss"])
         if sparse and sparse["samples_per_s"] and r["samples_per_s"]:
             r["x_sparse"] = r["samples_per_s"] / sparse["samples_per_s"]
-        if none and r["run"] != "none":
+        if none and r["run"] != "none" and r["step_ms"] is not None and none["step_ms"] is not None:
             r["comm_ms"] = r["step_ms"] - none["step_ms"]
     if base and base.get("comm_ms") is not None:
         for r in runs.values():
@@ -113,9 +114,9 @@ def draw(png, groups):
         ax1.set_ylabel("samples/s")
         ax1.set_title("%s, %s: throughput" % (TITLE.get(section, section), rate), fontsize=10)
         # without a `none` run (the loopback overhead section) the whole step is one bar
-        floor = runs["none"]["step_ms"] if "none" in runs else float("inf")
-        comp = [min(floor, runs[n]["step_ms"]) for n in names]
-        rest = [max(0.0, runs[n]["step_ms"] - floor) for n in names]
+        floor = (runs["none"]["step_ms"] if "none" in runs else None) or float("inf")
+        comp = [min(floor, runs[n]["step_ms"] or 0) for n in names]
+        rest = [max(0.0, (runs[n]["step_ms"] or 0) - floor) for n in names]
         has_floor = floor != float("inf")
         ax2.bar(labels, comp, color="#9ecae1",
                 label="compute floor (none)" if has_floor else "whole step (no floor run)")
