@@ -6,7 +6,8 @@
 #   bench/train/run.sh [--quick] [--out DIR] [--sections LIST] [--deepfm-rates LIST]
 #                      [--lm-rates LIST] [--deepfm-rows N] [--steps N] [--lm-steps N]
 #
-#   --quick            a short version: fewer rows and steps, DeepFM at 1gbit only, LM at 100mbit
+#   --quick            a short version: 100k rows, 6 steps, DeepFM at 1gbit only (LM rates as
+#                      --lm-rates)
 #   --out DIR          output directory (default <repo>/out/bench/train): metrics, wire bytes,
 #                      logs, table.txt, train.png
 #   --sections LIST    which of deepfm,lm,overhead to run (default all three)
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --out) [ $# -gt 1 ] || usage; OUT="$2"; shift ;;
     --sections) [ $# -gt 1 ] || usage; SECTIONS="$2"; shift ;;
-    --deepfm-rates) [ $# -gt 1 ] || usage; DF_RATES="$2"; shift ;;
+    --deepfm-rates) [ $# -gt 1 ] || usage; DF_RATES="$2"; shift; DF_RATES_SET=1 ;;
     --lm-rates) [ $# -gt 1 ] || usage; LM_RATES="$2"; shift ;;
     --deepfm-rows) [ $# -gt 1 ] || usage; ROWS="$2"; shift; ROWS_SET=1 ;;
     --steps) [ $# -gt 1 ] || usage; STEPS="$2"; shift; STEPS_SET=1 ;;
@@ -55,6 +56,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$QUICK" = 1 ]; then
   [ -n "${ROWS_SET:-}" ] || ROWS=100000
+  [ -n "${DF_RATES_SET:-}" ] || DF_RATES=1gbit
   [ -n "${STEPS_SET:-}" ] || STEPS=6
   [ -n "${LM_STEPS_SET:-}" ] || LM_STEPS=6
 fi
