@@ -84,6 +84,7 @@ bench: deps build
 	bash bench/ckpt/run.sh
 	bash bench/ckpt/interfere.sh 200mbit
 	bash bench/ckpt/persist.sh
+	bash bench/train/run.sh
 
 ## demo: the main job on its embedded default
 demo: deps build
