@@ -114,7 +114,7 @@ def main(argv=None):
     p.add_argument("--json", help="write the table's rows here as JSON")
     p.add_argument("--wire", action="append", default=[], metavar="NAME=BYTESFILE",
                    help="a file holding the bytes run NAME sent on the wire (repeatable)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)   # --wire may follow some runs
     runs = {}
     for spec in args.runs:
         name, sep, path = spec.partition("=")
