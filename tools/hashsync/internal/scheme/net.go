@@ -297,4 +297,3 @@ func putF32s(dst []byte, v []float32) []byte {
 	}
 	return dst
 }
-
