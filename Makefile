@@ -13,7 +13,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
-.PHONY: all deps build test test-go test-race-short test-python test-demo fuzz fuzz-short bench demo lint race clean \
+.PHONY: all deps build test test-go test-race-short test-purego test-python test-demo fuzz fuzz-short bench demo lint race clean \
 	deps-cuda cuda cuda-test-bins ptx test-cudaemu test-gpu-emu
 
 all: build
@@ -28,7 +28,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix trainwire.dev/tools/,$(TOOLS))
 
 ## test: unit, property, multi-process and interop tests, then a short fuzz pass
-test: deps build test-go test-race-short test-gpu-emu test-python test-demo fuzz-short
+test: deps build test-go test-race-short test-purego test-gpu-emu test-python test-demo fuzz-short
 
 ## test-go: every Go package; the srun/sbatch tests run against a single-node Slurm cluster that
 ## scripts/slurm.sh starts for the run and stops after (if it cannot, it prints why and they skip)
@@ -42,6 +42,13 @@ test-go:
 test-race-short:
 	cd lib && $(GO) test -race -count=1 ./zen/
 	cd tools/hashsync && $(GO) test -race -count=1 ./internal/scheme/
+
+## test-purego: the portable build (no unsafe views, as on big-endian hosts) of the packages that
+## read and write tensors in byte buffers, against the same tests
+test-purego:
+	cd lib && $(GO) test -tags purego -count=1 ./tensor/ ./codec/ ./collective/
+	cd tools/hashsync && $(GO) test -tags purego -count=1 ./internal/scheme/
+	cd tools/straggle && $(GO) test -tags purego -count=1 ./internal/engine/
 
 test-python:
 	@log=$$(mktemp); cd clients/python && \

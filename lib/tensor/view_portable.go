@@ -40,3 +40,21 @@ func Alloc(n int) []float32 {
 	}
 	return make([]float32, n)
 }
+
+// Uint32Bytes is [Bytes] for uint32s: the little-endian bytes of u, a fresh
+// copy on this build. A nil u gives nil.
+func Uint32Bytes(u []uint32) []byte {
+	if u == nil {
+		return nil
+	}
+	return AppendUint32s(make([]byte, 0, 4*len(u)), u)
+}
+
+// Uint32s is [Float32s] for uint32s: a fresh copy decoded from the
+// little-endian bytes b on this build; len(b) must be a multiple of 4 (it
+// panics otherwise). A nil b gives nil.
+func Uint32s(b []byte) []uint32 { return uint32sPortable(b) }
+
+// Aligned reports whether b may be viewed as 4-byte elements: on this
+// build the views copy, so always.
+func Aligned([]byte) bool { return true }

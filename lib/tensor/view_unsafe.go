@@ -89,3 +89,37 @@ func Alloc(n int) []float32 {
 	adviseHuge(p, 4*n)
 	return unsafe.Slice((*float32)(p), n)
 }
+
+// Uint32Bytes is [Bytes] for uint32s: the little-endian bytes of u, a view
+// of u's memory on this build. A nil u gives nil; an empty one an empty
+// slice.
+func Uint32Bytes(u []uint32) []byte {
+	if u == nil {
+		return nil
+	}
+	if len(u) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(u))), 4*len(u))
+}
+
+// Uint32s is [Float32s] for uint32s: a view of b's memory on this build,
+// with the same alignment and length rules (it panics when they are
+// broken). A nil b gives nil.
+func Uint32s(b []byte) []uint32 {
+	f := Float32s(b)
+	if f == nil {
+		return nil
+	}
+	if len(f) == 0 {
+		return []uint32{}
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(f))), len(f))
+}
+
+// Aligned reports whether b may be viewed as 4-byte elements: on this
+// build, whether its first byte sits on a 4-byte boundary. [Float32s] and
+// [Uint32s] panic on a b for which it is false.
+func Aligned(b []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 == 0
+}
