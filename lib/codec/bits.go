@@ -89,12 +89,7 @@ func f32s(b []byte) []float32 {
 	if len(b) == 0 {
 		return nil
 	}
-	if tensor.ZeroCopy && uintptrAligned(b) {
-		return tensor.Float32s(b)
-	}
-	out := make([]float32, len(b)/4)
-	tensor.DecodeLE(out, b)
-	return out
+	return tensor.Float32sOrCopy(b)
 }
 
 func f32bytes(x []float32) []byte {

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"trainwire.dev/lib/rng"
+	"trainwire.dev/lib/tensor"
 
 	"errors"
 	"math"
@@ -846,7 +847,7 @@ func TestSum(t *testing.T) {
 			}
 		case *wire.Sparse:
 			got = make([]float32, d)
-			idx, vals := u32s(o.Indices), f32s(o.Values)
+			idx, vals := tensor.Uint32sOrCopy(o.Indices), f32s(o.Values)
 			for j, i := range idx {
 				got[i] = vals[j]
 			}

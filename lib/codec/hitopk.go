@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"trainwire.dev/lib/rng"
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -200,7 +201,7 @@ func (c *hitopk) check(f *wire.Compressed) error {
 		return err
 	}
 	prev := int64(-1)
-	for j, r := range u32s(f.Parts[1].Data) {
+	for j, r := range tensor.Uint32sOrCopy(f.Parts[1].Data) {
 		if int64(r) >= rows || int64(r) <= prev {
 			return fmt.Errorf("part \"indices\": row %d at %d is out of range [0, %d) or does not ascend", r, j, rows)
 		}
@@ -213,7 +214,7 @@ func (c *hitopk) decode(f *wire.Compressed, dst []float32) error {
 	clear(dst)
 	_, _, w := c.kRows(f.Shape)
 	vals := f32s(f.Parts[0].Data)
-	for j, r := range u32s(f.Parts[1].Data) {
+	for j, r := range tensor.Uint32sOrCopy(f.Parts[1].Data) {
 		copy(dst[int64(r)*w:int64(r+1)*w], vals[int64(j)*w:int64(j+1)*w])
 	}
 	return nil

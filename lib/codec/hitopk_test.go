@@ -7,6 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 	"trainwire.dev/lib/rng"
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -54,7 +55,7 @@ func TestHiTopKGolden(t *testing.T) {
 		if got := f32s(f.Parts[0].Data); !slices.Equal(got, []float32{3, 4, 0, -6}) {
 			t.Fatalf("%s: values %v", sel, got)
 		}
-		if got := u32s(f.Parts[1].Data); !slices.Equal(got, []uint32{0, 2}) {
+		if got := tensor.Uint32sOrCopy(f.Parts[1].Data); !slices.Equal(got, []uint32{0, 2}) {
 			t.Fatalf("%s: indices %v", sel, got)
 		}
 		if !slices.Equal(f.Parts[0].Shape, []int64{2, 2}) || f.Params["selector"] != sel {
@@ -69,7 +70,7 @@ func TestHiTopKGolden(t *testing.T) {
 		}
 	}
 	tie := enc(t, "hitopk", Options{K: 1}, []float32{0, 5, 3, 4, 5, 0}, 3, 2)
-	if got := u32s(tie.Parts[1].Data); !slices.Equal(got, []uint32{0}) {
+	if got := tensor.Uint32sOrCopy(tie.Parts[1].Data); !slices.Equal(got, []uint32{0}) {
 		t.Fatalf("tie: indices %v, want the lowest row", got)
 	}
 }
@@ -107,7 +108,7 @@ func TestPropertyHiTopK(t *testing.T) {
 			n = 30
 		}
 		ref := hitopkRef(x, int(rows), int(w), int(k), o.RowSelector, int(n), rng.Key(o.Seed, 9, "g", rng.PurposeWindow))
-		if got := u32s(f.Parts[1].Data); !slices.Equal(got, ref) {
+		if got := tensor.Uint32sOrCopy(f.Parts[1].Data); !slices.Equal(got, ref) {
 			t.Fatalf("%s k=%d of %d rows: rows %v, reference %v", o.RowSelector, k, rows, got, ref)
 		}
 		y, err := Decode(f, nil)
@@ -161,7 +162,7 @@ func TestHiTopKMSTopKAccuracy(t *testing.T) {
 	for _, ratio := range []float64{0.001, 0.01, 0.1} {
 		l2 := enc(t, "hitopk", Options{Ratio: ratio}, x, 8192, 16)
 		ms := enc(t, "hitopk", Options{Ratio: ratio, RowSelector: SelectorMSTopK}, x, 8192, 16)
-		a, b := u32s(l2.Parts[1].Data), u32s(ms.Parts[1].Data)
+		a, b := tensor.Uint32sOrCopy(l2.Parts[1].Data), tensor.Uint32sOrCopy(ms.Parts[1].Data)
 		common := 0
 		for _, r := range b {
 			if _, ok := slices.BinarySearch(a, r); ok {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -210,7 +211,7 @@ func (d dgcMemory) Update(st *State, p, sent []float32, f *wire.Compressed) {
 func sentIndices(f *wire.Compressed) ([]uint32, bool) {
 	for _, p := range f.Parts {
 		if p.Name == "indices" && p.DType == wire.U32 {
-			return u32s(p.Data), true
+			return tensor.Uint32sOrCopy(p.Data), true
 		}
 	}
 	return nil, false

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"trainwire.dev/lib/rng"
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -197,7 +198,7 @@ func TestPropertySum(t *testing.T) {
 			}
 		case *wire.Sparse:
 			w := int(o.Width)
-			for j, i := range u32s(o.Indices) {
+			for j, i := range tensor.Uint32sOrCopy(o.Indices) {
 				copy(got[int(i)*w:(int(i)+1)*w], f32s(o.Values)[j*w:])
 			}
 		}

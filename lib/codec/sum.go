@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -134,7 +135,7 @@ func SumWith(fs []*wire.Compressed, o SumOptions) (wire.Frame, error) {
 		acc := map[uint32]float32{}
 		for _, f := range fs {
 			vals := f32s(f.Parts[0].Data)
-			idx := u32s(f.Parts[1].Data)
+			idx := tensor.Uint32sOrCopy(f.Parts[1].Data)
 			for j, i := range idx {
 				acc[i] += vals[j]
 			}
@@ -214,7 +215,7 @@ func sumRows(fs []*wire.Compressed, avg func([]float32) []float32) *wire.Sparse 
 	acc := map[uint32][]float32{}
 	for _, f := range fs {
 		vals := f32s(f.Parts[0].Data)
-		for j, r := range u32s(f.Parts[1].Data) {
+		for j, r := range tensor.Uint32sOrCopy(f.Parts[1].Data) {
 			row := acc[r]
 			if row == nil {
 				row = make([]float32, w)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
 
@@ -73,7 +74,7 @@ func denseOf(t *testing.T, f wire.Frame) []float32 {
 		return x
 	case *wire.Sparse:
 		x := make([]float32, 1000)
-		idx, vals := u32s(f.Indices), f32s(f.Values)
+		idx, vals := tensor.Uint32sOrCopy(f.Indices), f32s(f.Values)
 		for j, i := range idx {
 			x[i] = vals[j]
 		}

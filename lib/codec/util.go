@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -10,27 +9,11 @@ import (
 	"runtime"
 	"sync"
 	"trainwire.dev/lib/tensor"
-	"unsafe"
 )
 
-func uintptrAligned(b []byte) bool { return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 == 0 }
-
-// u32s decodes little-endian uint32s.
-func u32s(b []byte) []uint32 {
-	out := make([]uint32, len(b)/4)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return out
-}
-
-// u32bytes encodes uint32s little-endian.
+// u32bytes encodes uint32s little-endian into a fresh, never nil slice.
 func u32bytes(x []uint32) []byte {
-	out := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(out[4*i:], v)
-	}
-	return out
+	return tensor.AppendUint32s(make([]byte, 0, 4*len(x)), x)
 }
 
 // workers returns how many goroutines to split n elements over: at most w

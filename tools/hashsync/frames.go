@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
@@ -168,24 +167,14 @@ func sparseFrame(t *scheme.Tensor, shape []int64, step int64, rank int) *wire.Sp
 		}
 	}
 	// Views of the result's memory on little-endian hosts (no copy), the
-	// little-endian bytes elsewhere.
-	var idx, val []byte
-	if tensor.ZeroCopy {
-		idx = []byte{}
-		if len(t.Idx) > 0 {
-			idx = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.Idx))), 4*len(t.Idx))
-		}
+	// little-endian bytes elsewhere; never nil, as the frame requires.
+	idx := []byte{}
+	if len(t.Idx) > 0 {
+		idx = tensor.Uint32Bytes(t.Idx)
+	}
+	val := []byte{}
+	if len(t.Val) > 0 {
 		val = tensor.Bytes(t.Val)
-		if val == nil {
-			val = []byte{}
-		}
-	} else {
-		idx = make([]byte, 4*len(t.Idx))
-		for k, i := range t.Idx {
-			binary.LittleEndian.PutUint32(idx[4*k:], i)
-		}
-		val = make([]byte, 4*len(t.Val))
-		tensor.EncodeLE(val, t.Val)
 	}
 	return &wire.Sparse{Name: t.Name, Step: step, Rank: int64(rank), DType: wire.F32, Shape: shape, Width: int64(t.Width),
 		Format: wire.COO, IType: wire.U32, Nnz: int64(len(t.Idx)), Indices: idx, Values: val}

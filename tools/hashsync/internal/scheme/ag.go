@@ -50,16 +50,19 @@ func (s *Syncer) syncAG(ctx context.Context, t *Tensor, st *Stats) (*Tensor, err
 	if int64(total)*int64(4+4*w) > s.cfg.MaxMessage {
 		return nil, fmt.Errorf("agsparse: %d gathered rows over --max-message", total)
 	}
-	idx := make([]uint32, total)
-	val := tensor.Alloc(total * w)
-	ib := make([]byte, 4*total)
-	if err := s.comm.AllGatherVBytes(ctx, appendU32s(nil, t.Idx), ic, ib); err != nil {
+	// The gathers write bytes: into aligned homes that the results view
+	// (zero-copy builds) or are decoded from (portable builds, where a
+	// tensor.Bytes view would be a copy the gather's writes never reach).
+	ib := tensor.Uint32Bytes(make([]uint32, total))
+	if err := s.comm.AllGatherVBytes(ctx, tensor.Uint32Bytes(t.Idx), ic, ib); err != nil {
 		return nil, err
 	}
-	copy(idx, u32view(ib))
-	if err := s.comm.AllGatherVBytes(ctx, tensor.Bytes(t.Val), vc, tensor.Bytes(val)); err != nil {
+	idx := tensor.Uint32sOrCopy(ib)
+	vb := tensor.Bytes(tensor.Alloc(total * w))
+	if err := s.comm.AllGatherVBytes(ctx, tensor.Bytes(t.Val), vc, vb); err != nil {
 		return nil, err
 	}
+	val := tensor.Float32sOrCopy(vb)
 	t1 := time.Now()
 	st.Times["allgather"] = t1.Sub(t0).Seconds()
 	// Check every gathered index, then sum in rank order: a stable sort of

@@ -17,10 +17,10 @@ type state struct {
 
 func (s *Syncer) encodeState(st *state) message {
 	if st.dense != nil {
-		return message{fmt: fmtDense, n: uint64(len(st.dense)), body: appendF32s(make([]byte, 0, 4*len(st.dense)), st.dense)}
+		return message{fmt: fmtDense, n: uint64(len(st.dense)), body: tensor.AppendFloat32s(make([]byte, 0, 4*len(st.dense)), st.dense)}
 	}
-	body := appendU32s(make([]byte, 0, len(st.idx)*4+len(st.val)*4), st.idx)
-	body = appendF32s(body, st.val)
+	body := tensor.AppendUint32s(make([]byte, 0, len(st.idx)*4+len(st.val)*4), st.idx)
+	body = tensor.AppendFloat32s(body, st.val)
 	return message{fmt: fmtCOO, n: uint64(len(st.idx)), body: body}
 }
 
@@ -53,10 +53,10 @@ func (s *Syncer) syncHC(t *Tensor, st *Stats) (*Tensor, error) {
 		m := got[partner]
 		other := &state{}
 		if m.fmt == fmtDense {
-			other.dense = f32view(m.body)
+			other.dense = tensor.Float32sOrCopy(m.body)
 		} else {
 			k := int(m.n)
-			other.idx, other.val = u32view(m.body[:4*k]), f32view(m.body[4*k:])
+			other.idx, other.val = tensor.Uint32sOrCopy(m.body[:4*k]), tensor.Float32sOrCopy(m.body[4*k:])
 			for i, x := range other.idx {
 				if int64(x) >= int64(rows) || (i > 0 && x <= other.idx[i-1]) {
 					err := &BadPeerError{Rank: partner, Phase: "hc", Err: fmt.Errorf("row %d (entry %d) out of range or not ascending", x, i)}

@@ -57,7 +57,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 		got, err := s.exchange(s.phase("intra-rs"), opIntraRS, intra,
 			func(p int) message {
 				d := rowsOf(p % L)
-				return message{fmt: fmtDense, n: uint64(len(d)), body: appendF32s(nil, d)}
+				return message{fmt: fmtDense, n: uint64(len(d)), body: tensor.AppendFloat32s(nil, d)}
 			}, intra,
 			func(p int, f uint32, k uint64) (int, error) {
 				if f != fmtDense || k != uint64(segRows*w) {
@@ -74,7 +74,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 			if q == j {
 				addRow(sum, acc)
 			} else {
-				addRow(sum, f32view(got[node*L+q].body))
+				addRow(sum, tensor.Float32sOrCopy(got[node*L+q].body))
 			}
 		}
 		acc = sum
@@ -138,7 +138,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 	st.Times["select"] = t2.Sub(t1).Seconds()
 
 	// Step 3: all-gather among the m ranks of stream j; sum in node order.
-	mine := appendF32s(appendU32s(make([]byte, 0, len(idx)*(4+4*w)), idx), val)
+	mine := tensor.AppendFloat32s(tensor.AppendUint32s(make([]byte, 0, len(idx)*(4+4*w)), idx), val)
 	agg := tensor.Alloc(segRows * w)
 	touched := make([]bool, segRows)
 	add := func(p int, idx []uint32, val []float32) error {
@@ -173,7 +173,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 		} else {
 			msg := got[p*L+j]
 			k := int(msg.n)
-			err = add(p*L+j, u32view(msg.body[:4*k]), f32view(msg.body[4*k:]))
+			err = add(p*L+j, tensor.Uint32sOrCopy(msg.body[:4*k]), tensor.Float32sOrCopy(msg.body[4*k:]))
 		}
 		if err != nil {
 			s.m.Abort(err)
@@ -197,9 +197,9 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 	if L > 1 {
 		var msg message
 		if len(oi)*(4+4*w) < 4*segRows*w {
-			msg = message{fmt: fmtCOO, n: uint64(len(oi)), body: appendF32s(appendU32s(nil, oi), ov)}
+			msg = message{fmt: fmtCOO, n: uint64(len(oi)), body: tensor.AppendFloat32s(tensor.AppendUint32s(nil, oi), ov)}
 		} else {
-			msg = message{fmt: fmtDense, n: uint64(segRows * w), body: appendF32s(nil, agg)}
+			msg = message{fmt: fmtDense, n: uint64(segRows * w), body: tensor.AppendFloat32s(nil, agg)}
 		}
 		got, err := s.exchange(s.phase("intra-ag"), opIntraAG, intra, func(int) message { return msg }, intra,
 			func(p int, f uint32, k uint64) (int, error) {
@@ -223,7 +223,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 			msg := got[p]
 			a, b := seg(q)
 			if msg.fmt == fmtDense {
-				d := f32view(msg.body)
+				d := tensor.Float32sOrCopy(msg.body)
 				tt := FromDense(t.Name, d, b-a, w)
 				for k := range tt.Idx {
 					tt.Idx[k] += uint32(a)
@@ -232,7 +232,7 @@ func (s *Syncer) syncHiTopK(t *Tensor, st *Stats) (*Tensor, error) {
 				continue
 			}
 			k := int(msg.n)
-			l := list{idx: u32view(msg.body[:4*k]), val: f32view(msg.body[4*k:])}
+			l := list{idx: tensor.Uint32sOrCopy(msg.body[:4*k]), val: tensor.Float32sOrCopy(msg.body[4*k:])}
 			for e, i := range l.idx {
 				if int(i) < a || int(i) >= b || (e > 0 && i <= l.idx[e-1]) {
 					err := &BadPeerError{Rank: p, Phase: "intra-ag", Err: fmt.Errorf("row %d outside segment [%d, %d) or not ascending", i, a, b)}

@@ -281,19 +281,3 @@ func others(n, r int) []int {
 	}
 	return o
 }
-
-// Little-endian packing of indices and values.
-
-func putU32s(dst []byte, v []uint32) []byte {
-	for _, x := range v {
-		dst = binary.LittleEndian.AppendUint32(dst, x)
-	}
-	return dst
-}
-
-func putF32s(dst []byte, v []float32) []byte {
-	for _, x := range v {
-		dst = binary.LittleEndian.AppendUint32(dst, f32bits(x))
-	}
-	return dst
-}

@@ -55,8 +55,8 @@ func (s *Syncer) prepareOmni(p *Prepared) error {
 		}
 		counts[j] = e - a
 		body := make([]byte, 0, (e-a)*(4+4*B))
-		body = appendU32s(body, ids[a:e])
-		body = appendF32s(body, vals[a*B:e*B])
+		body = tensor.AppendUint32s(body, ids[a:e])
+		body = tensor.AppendFloat32s(body, vals[a*B:e*B])
 		p.push[j] = message{fmt: fmtBlocks, n: uint64(e - a), body: body}
 		a = e
 	}
@@ -98,13 +98,13 @@ func (s *Syncer) syncOmni(p *Prepared) (*Tensor, error) {
 	touched := make([]bool, hi-lo)
 	check := func(q int, m message, lo, hi int) ([]uint32, []float32, error) {
 		k := int(m.n)
-		ids := u32view(m.body[:4*k])
+		ids := tensor.Uint32sOrCopy(m.body[:4*k])
 		for i, b := range ids {
 			if int(b) < lo || int(b) >= hi || (i > 0 && b <= ids[i-1]) {
 				return nil, nil, &BadPeerError{Rank: q, Phase: "omnireduce", Err: fmt.Errorf("block %d (entry %d) outside [%d, %d) or not ascending", b, i, lo, hi)}
 			}
 		}
-		return ids, f32view(m.body[4*k:]), nil
+		return ids, tensor.Float32sOrCopy(m.body[4*k:]), nil
 	}
 	for q := range n {
 		ids, vals, err := check(q, got[q], lo, hi)
@@ -126,8 +126,8 @@ func (s *Syncer) syncOmni(p *Prepared) (*Tensor, error) {
 			myVals = append(myVals, acc[o*B:o*B+B]...)
 		}
 	}
-	body := appendU32s(make([]byte, 0, len(myIDs)*(4+4*B)), myIDs)
-	body = appendF32s(body, myVals)
+	body := tensor.AppendUint32s(make([]byte, 0, len(myIDs)*(4+4*B)), myIDs)
+	body = tensor.AppendFloat32s(body, myVals)
 	pull := message{fmt: fmtBlocks, n: uint64(len(myIDs)), body: body}
 	t2 := time.Now()
 	st.Times["aggregate"] = t2.Sub(t1).Seconds()

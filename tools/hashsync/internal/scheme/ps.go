@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"trainwire.dev/lib/collective"
-
+	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/zen"
 )
 
@@ -72,8 +72,8 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 	encode := func(j int, part []int32, lo, hi int) {
 		c := counts[j]
 		body := make([]byte, c*(4+4*w))
-		idx, flushIdx := u32out(body[:4*c])
-		val, flushVal := f32out(body[4*c:])
+		idx, flushIdx := tensor.WritableUint32s(body[:4*c])
+		val, flushVal := tensor.WritableFloat32s(body[4*c:])
 		if part != nil {
 			for i, k := range part {
 				idx[i] = t.Idx[k]
@@ -163,7 +163,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	}
 	toPos := func(q int, m message) error {
 		k := int(m.n)
-		idx := u32view(m.body[:4*k])
+		idx := tensor.Uint32sOrCopy(m.body[:4*k])
 		if cap(s.posBuf[q]) < k {
 			s.posBuf[q] = make([]int32, k+k/8)
 		}
@@ -185,7 +185,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			dup[t>>6] |= 1 << (t & 63)
 			pos[i] = int32(t)
 		}
-		posOf[q], vals[q] = pos, f32view(m.body[4*k:])
+		posOf[q], vals[q] = pos, tensor.Float32sOrCopy(m.body[4*k:])
 		return nil
 	}
 	if err := toPos(me, p.local); err != nil {
@@ -281,7 +281,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		}
 		pull.fmt = fmtBitmap
 	} else {
-		idx, flush := u32out(head)
+		idx, flush := tensor.WritableUint32s(head)
 		copy(idx, mine)
 		flush()
 		pull.fmt = fmtCOO
@@ -406,7 +406,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 			}
 		} else {
 			prev := -1
-			for i, x := range u32view(m.head) {
+			for i, x := range tensor.Uint32sOrCopy(m.head) {
 				t, ok := lay.pos(q, x)
 				if !ok || t <= prev {
 					return fmt.Errorf("row %d (entry %d) is not in partition %d or not ascending", x, i, q)
@@ -436,7 +436,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		return l
 	}
 	onChunk := func(q, c int, v []byte) error {
-		landed(q, c, f32view(v))
+		landed(q, c, tensor.Float32sOrCopy(v))
 		return nil
 	}
 	if dense == nil && len(all) == 0 {
@@ -506,7 +506,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		order[q], from[q] = o, f
 	}
 	for c := range K {
-		v, flush := f32out(body[cb[c]*4*w : cb[c+1]*4*w])
+		v, flush := tensor.WritableFloat32s(body[cb[c]*4*w : cb[c+1]*4*w])
 		clear(v)
 		base := cb[c]
 		for q := range n {

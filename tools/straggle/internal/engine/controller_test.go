@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"trainwire.dev/lib/tensor"
 )
 
 // TestPartition: the spec's worked example splits into the fast and the
@@ -67,10 +69,10 @@ func TestGroupsDisjointAndShared(t *testing.T) {
 // TestAverageModels: the parameter server's average is the element-wise
 // mean of the groups' newest models.
 func TestAverageModels(t *testing.T) {
-	a := f32bytes([]float32{1, 2, 3})
-	b := f32bytes([]float32{3, 4, -3})
+	a := tensor.Bytes([]float32{1, 2, 3})
+	b := tensor.Bytes([]float32{3, 4, -3})
 	got := averageModels(map[int][]byte{0: a, 1: b})
-	want := f32bytes([]float32{2, 3, 0})
+	want := tensor.Bytes([]float32{2, 3, 0})
 	if string(got) != string(want) {
 		t.Fatalf("average %v, want %v", got, want)
 	}

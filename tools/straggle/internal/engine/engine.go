@@ -21,6 +21,7 @@ import (
 
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/mesh"
+	"trainwire.dev/lib/tensor"
 )
 
 // Modes.
@@ -593,7 +594,7 @@ func (e *Engine) executor(exec <-chan *activation) error {
 			e.applied.Store(msg.Round)
 			e.t.gc(msg.Round)
 			if msg.Step == 1 && int(msg.Rank) == e.rank && e.cfg.Params != nil {
-				e.sendCtrl(Msg{Kind: KindPush, Round: msg.Round, Data: f32bytes(e.cfg.Params())})
+				e.sendCtrl(Msg{Kind: KindPush, Round: msg.Round, Data: tensor.Bytes(e.cfg.Params())})
 			}
 		}
 		e.sendCtrl(Msg{Kind: KindDone, Round: msg.Round, Epoch: msg.Epoch, Weight: float64(w), Loss: loss})

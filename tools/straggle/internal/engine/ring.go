@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 	"time"
-	"unsafe"
 
 	"trainwire.dev/lib/collective"
+	"trainwire.dev/lib/tensor"
 )
 
 // ringAllReduce sums v over members (this rank among them) in place with
@@ -36,7 +34,7 @@ func (t *transport) ringAllReduce(v []float32, members []int, round uint64, epoc
 			t := s - (n - 1)
 			out, in = chunk(idx+1-t), chunk(idx-t)
 		}
-		msg := Msg{Kind: KindData, Round: round, Epoch: epoch, Step: uint32(s), Data: f32bytes(out)}
+		msg := Msg{Kind: KindData, Round: round, Epoch: epoch, Step: uint32(s), Data: tensor.Bytes(out)}
 		if err := t.send(next, msg); err != nil {
 			return err
 		}
@@ -48,13 +46,9 @@ func (t *transport) ringAllReduce(v []float32, members []int, round uint64, epoc
 			return &ringSizeError{from: prev, got: len(b) / 4, want: len(in)}
 		}
 		if s < n-1 {
-			for i := range in {
-				in[i] += math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
+			tensor.Add(in, tensor.Float32sOrCopy(b))
 		} else {
-			for i := range in {
-				in[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
+			tensor.DecodeLE(in, b)
 		}
 	}
 	return nil
@@ -64,13 +58,4 @@ type ringSizeError struct{ from, got, want int }
 
 func (e *ringSizeError) Error() string {
 	return fmt.Sprintf("rank %d sent a chunk of %d elements, want %d (gradients of different sizes on different ranks?)", e.from, e.got, e.want)
-}
-
-// f32bytes views f as its little-endian bytes (every platform Go's
-// trainwire builds for is little-endian).
-func f32bytes(f []float32) []byte {
-	if len(f) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
