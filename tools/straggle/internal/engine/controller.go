@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -80,352 +81,423 @@ func Partition(ranks []int, t map[int]float64) [][]int {
 // groups, and then acts as the parameter server that averages the groups'
 // models every PSPeriod rounds of a group.
 func (e *Engine) controller(takeover bool) {
-	log := e.log.With("role", "controller")
-	rng := rand.New(rand.NewPCG(e.cfg.Seed, 0x5eed))
-	dead := map[int]bool{}
-	ended := map[int]bool{}
-	isLive := func(w int) bool { return !dead[w] && !e.t.isDead(w) }
-	liveOf := func(ms []int) []int {
-		var out []int
-		for _, w := range ms {
-			if isLive(w) {
-				out = append(out, w)
-			}
-		}
-		return out
+	c := e.newCtrl()
+	if takeover && !c.takeover() {
+		return
 	}
-	groups := []*group{{members: slices.Clone(e.cfg.Workers), initiator: -1, lastLoss: math.NaN()}}
-	groupOf := func(w int) *group {
-		for _, g := range groups {
-			if slices.Contains(g.members, w) {
-				return g
-			}
-		}
-		return nil
-	}
-	hier := e.cfg.Hier
-	regrouped := !hier
-	profile := map[int]float64{}
-	latest := map[int][]byte{} // rna-h: each group's last pushed model, by group index
-	var counter uint64
-	var epoch uint32
-	total := 0
+	c.run()
+}
 
-	candidates := func(g *group) []int {
-		var out []int
-		for _, w := range liveOf(g.members) {
-			if !ended[w] && !slices.Contains(g.probed, w) {
-				out = append(out, w)
-			}
-		}
-		return out
-	}
-	probe := func(g *group, p int) {
-		g.probed = append(g.probed, p)
-		g.lastProbe = time.Now()
-		_ = e.t.send(p, Msg{Kind: KindProbe, Round: g.next})
-	}
-	startProbing := func(g *group) {
-		counter++
-		g.next, g.probed, g.initiator = counter, nil, -1
-		c := candidates(g)
-		for _, i := range sim.Sample(rng, len(c), e.cfg.Probes) {
-			probe(g, c[i])
-		}
-	}
-	activate := func(g *group, r uint64, init int, probes []int, push bool) {
-		members := liveOf(g.members)
-		g.cur = &round{r: r, epoch: epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push, started: time.Now()}
-		msg := Msg{Kind: KindActivate, Round: r, Epoch: epoch, Rank: int32(init), Data: g.setParams}
-		if push {
-			msg.Step = 1
-		}
-		for _, m := range members {
-			g.cur.outstanding[m] = true
-			msg.Members = append(msg.Members, int32(m))
-		}
-		for _, p := range probes {
-			msg.Probes = append(msg.Probes, int32(p))
-		}
-		for _, m := range members {
-			_ = e.t.send(m, msg)
-		}
-	}
-	// handle is the controller's reaction to one message.
-	handle := func(msg Msg) {
-		g := groupOf(msg.From)
-		switch msg.Kind {
-		case KindAck:
-			// First reply wins; the others are expired (their probe
-			// id is already the next round's).
-			if g != nil && msg.Round == g.next && g.initiator < 0 && slices.Contains(g.probed, msg.From) {
-				g.initiator = msg.From
-			}
-		case KindDone:
-			if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
-				delete(g.cur.outstanding, msg.From)
-				if !math.IsNaN(msg.Loss) {
-					g.lastLoss = msg.Loss
-				}
-			}
-		case KindFail:
-			if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
-				g.cur.failed = true
-			}
-		case KindEnd:
-			ended[msg.From] = true
-			if g != nil && g.initiator < 0 {
-				if i := slices.Index(g.probed, msg.From); i >= 0 {
-					g.probed = slices.Delete(g.probed, i, i+1)
-				}
-			}
-		case KindProfile:
-			if !regrouped {
-				profile[msg.From] = msg.Weight
-			}
-		case KindPush:
-			// The parameter server: keep each group's newest model,
-			// send the group the average of every group's newest.
-			gi := slices.Index(groups, g)
-			if gi < 0 || len(msg.Data) == 0 {
-				break
-			}
-			latest[gi] = slices.Clone(msg.Data)
-			g.setParams = averageModels(latest)
-			log.Debug("straggle: model averaged", "group", gi, "groups_in_average", len(latest))
-		case kindDeadEv:
-			r := int(msg.Rank)
-			dead[r] = true
-			if g == nil {
-				break
-			}
-			if g.cur != nil && g.cur.outstanding[r] {
-				g.cur.failed = true
-			}
-			if g.cur != nil {
-				delete(g.cur.outstanding, r)
-			}
-			if g.initiator == r {
-				g.initiator = -1
-			}
-			if i := slices.Index(g.probed, r); i >= 0 && g.initiator < 0 {
-				g.probed = slices.Delete(g.probed, i, i+1)
-				if c := candidates(g); len(c) > 0 {
-					probe(g, c[rng.IntN(len(c))])
-				}
-			}
-		}
-	}
-	stopAll := func(why string) {
-		log.Info("straggle: run over", "why", why, "rounds", total, "groups", len(groups))
-		for w := range e.t.world {
-			if w == e.rank || isLive(w) {
-				_ = e.t.send(w, Msg{Kind: KindStop})
-			}
-		}
-		e.stop()
-	}
+// ctrl is the controller's state: the groups it sequences, what it knows
+// of the workers, and the round and epoch counters.
+type ctrl struct {
+	e         *Engine
+	log       *slog.Logger
+	rng       *rand.Rand
+	dead      map[int]bool
+	ended     map[int]bool
+	groups    []*group
+	hier      bool            // rna-h
+	regrouped bool            // rna-h: groups formed (always true in rna)
+	profile   map[int]float64 // rna-h: each worker's profiled iteration time
+	latest    map[int][]byte  // rna-h: each group's last pushed model, by group index
+	counter   uint64          // the last round id handed out
+	epoch     uint32
+	total     int // rounds completed, every group together
+	// later holds messages other than State that came in during a
+	// takeover (an End, say): handled once it is done, never dropped.
+	later []Msg
+	// probeExpiry is how long a probe may go unanswered before one more
+	// worker is probed.
+	probeExpiry time.Duration
+}
 
-	// Messages other than State that come in during a takeover (an End,
-	// say) are handled once it is done, never dropped.
-	var later []Msg
-	if takeover {
-		// Ask every live worker where it is; re-run the newest round any
-		// of them saw (the old controller may have died in it). Groups
-		// are not rebuilt: the new controller runs one global ring.
-		regrouped = true
-		want := map[int]bool{}
-		for _, w := range liveOf(e.cfg.Workers) {
-			want[w] = true
-			_ = e.t.send(w, Msg{Kind: KindSync})
-		}
-		var maxR uint64
-		var maxE uint32
-		deadline := time.After(e.cfg.Timeout)
-	collect:
-		for len(want) > 0 {
-			select {
-			case msg := <-e.t.ctrlIn:
-				switch msg.Kind {
-				case KindState:
-					delete(want, msg.From)
-					maxR, maxE = max(maxR, msg.Round), max(maxE, msg.Epoch)
-					if msg.Weight == 1 {
-						ended[msg.From] = true
-					}
-				case kindDeadEv:
-					dead[int(msg.Rank)] = true
-					delete(want, int(msg.Rank))
-				default:
-					later = append(later, msg)
-				}
-			case <-deadline:
-				log.Warn("straggle: workers did not answer the takeover", "missing", keys(want))
-				break collect
-			case <-e.t.stop:
-				return
-			}
-		}
-		epoch = maxE + 1
-		counter = maxR
-		if maxR > 0 {
-			// Round ids count every round activated so far: the rounds
-			// before maxR are done, and --rounds still ends the run at
-			// the same round id.
-			total = int(maxR) - 1
-			activate(groups[0], maxR, e.rank, nil, false)
-		}
-		log.Warn("straggle: controller took over", "round", maxR, "epoch", epoch)
-	}
-	for _, g := range groups {
-		startProbing(g)
-	}
-	for _, msg := range later {
-		handle(msg)
-	}
-
+func (e *Engine) newCtrl() *ctrl {
+	c := &ctrl{e: e, log: e.log.With("role", "controller"), rng: rand.New(rand.NewPCG(e.cfg.Seed, 0x5eed)),
+		dead: map[int]bool{}, ended: map[int]bool{}, hier: e.cfg.Hier, regrouped: !e.cfg.Hier,
+		profile: map[int]float64{}, latest: map[int][]byte{}}
+	c.groups = []*group{{members: slices.Clone(e.cfg.Workers), initiator: -1, lastLoss: math.NaN()}}
 	// No wait of the controller is unbounded. A probe nobody answers
 	// expires after --probe-timeout, or after the mesh timeout when that
 	// is 0 (the thesis never expires probes; a worker with a gradient
 	// answers at once, so this only acts when probed workers are hung or
-	// far slower than the timeout), and one more worker is probed. A
-	// round not done by every member within the time its ring may take
-	// (each of its 2(n−1) steps within the timeout) is retried under a
-	// new epoch, naming the ranks that did not answer.
-	probeExpiry := e.cfg.ProbeTimeout
-	if probeExpiry <= 0 {
-		probeExpiry = e.cfg.Timeout
+	// far slower than the timeout), and one more worker is probed.
+	c.probeExpiry = e.cfg.ProbeTimeout
+	if c.probeExpiry <= 0 {
+		c.probeExpiry = e.cfg.Timeout
 	}
-	roundLimit := func(g *group) time.Duration {
-		return time.Duration(2*len(g.members)+1) * e.cfg.Timeout
+	return c
+}
+
+func (c *ctrl) isLive(w int) bool { return !c.dead[w] && !c.e.t.isDead(w) }
+
+func (c *ctrl) liveOf(ms []int) []int {
+	var out []int
+	for _, w := range ms {
+		if c.isLive(w) {
+			out = append(out, w)
+		}
 	}
-	tk := time.NewTicker(max(probeExpiry/4, 5*time.Millisecond))
-	defer tk.Stop()
-	tick := tk.C
-	for {
-		// rna-h: once every live worker has reported its iteration time
-		// and no round is in flight, split into groups.
-		if !regrouped {
-			all := true
-			for _, w := range liveOf(e.cfg.Workers) {
-				if _, ok := profile[w]; !ok {
-					all = false
-				}
-			}
-			idle := true
-			for _, g := range groups {
-				idle = idle && g.cur == nil
-			}
-			if all && idle {
-				regrouped = true
-				parts := Partition(liveOf(e.cfg.Workers), profile)
-				groups = nil
-				for _, p := range parts {
-					groups = append(groups, &group{members: p, initiator: -1, lastLoss: math.NaN()})
-				}
-				log.Info("straggle: rna-h groups from the profiled iteration times", "groups", parts, "iter_ms", profile)
-				for _, g := range groups {
-					startProbing(g)
-				}
+	return out
+}
+
+func (c *ctrl) groupOf(w int) *group {
+	for _, g := range c.groups {
+		if slices.Contains(g.members, w) {
+			return g
+		}
+	}
+	return nil
+}
+
+// candidates are g's live members that may still be probed for its next
+// round.
+func (c *ctrl) candidates(g *group) []int {
+	var out []int
+	for _, w := range c.liveOf(g.members) {
+		if !c.ended[w] && !slices.Contains(g.probed, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (c *ctrl) probe(g *group, p int) {
+	g.probed = append(g.probed, p)
+	g.lastProbe = time.Now()
+	_ = c.e.t.send(p, Msg{Kind: KindProbe, Round: g.next})
+}
+
+// probeSome probes a sample of --probes of g's candidates.
+func (c *ctrl) probeSome(g *group) {
+	cs := c.candidates(g)
+	for _, i := range sim.Sample(c.rng, len(cs), c.e.cfg.Probes) {
+		c.probe(g, cs[i])
+	}
+}
+
+// startProbing hands g the next round id and probes for its initiator.
+func (c *ctrl) startProbing(g *group) {
+	c.counter++
+	g.next, g.probed, g.initiator = c.counter, nil, -1
+	c.probeSome(g)
+}
+
+// activate starts round r of g under the current epoch on its live
+// members.
+func (c *ctrl) activate(g *group, r uint64, init int, probes []int, push bool) {
+	members := c.liveOf(g.members)
+	g.cur = &round{r: r, epoch: c.epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push, started: time.Now()}
+	msg := Msg{Kind: KindActivate, Round: r, Epoch: c.epoch, Rank: int32(init), Data: g.setParams}
+	if push {
+		msg.Step = 1
+	}
+	for _, m := range members {
+		g.cur.outstanding[m] = true
+		msg.Members = append(msg.Members, int32(m))
+	}
+	for _, p := range probes {
+		msg.Probes = append(msg.Probes, int32(p))
+	}
+	for _, m := range members {
+		_ = c.e.t.send(m, msg)
+	}
+}
+
+// handle is the controller's reaction to one message.
+func (c *ctrl) handle(msg Msg) {
+	g := c.groupOf(msg.From)
+	switch msg.Kind {
+	case KindAck:
+		// First reply wins; the others are expired (their probe id is
+		// already the next round's).
+		if g != nil && msg.Round == g.next && g.initiator < 0 && slices.Contains(g.probed, msg.From) {
+			g.initiator = msg.From
+		}
+	case KindDone:
+		if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
+			delete(g.cur.outstanding, msg.From)
+			if !math.IsNaN(msg.Loss) {
+				g.lastLoss = msg.Loss
 			}
 		}
-		// Progress every group as far as its state allows.
-		anyLive, anyWork := false, false
-		for gi, g := range groups {
-			for {
-				if g.cur != nil && g.cur.failed {
-					epoch++
-					log.Info("straggle: retrying round", "round", g.cur.r, "epoch", epoch, "live", liveOf(g.members))
-					activate(g, g.cur.r, g.cur.initiator, g.cur.probes, g.cur.push)
-					continue
-				}
-				if g.cur != nil && len(g.cur.outstanding) == 0 {
-					g.completed++
-					total++
-					g.cur = nil
-					if e.cfg.Rounds > 0 && total >= e.cfg.Rounds {
-						stopAll("rounds")
-						return
-					}
-					if e.cfg.TargetLoss > 0 && g.lastLoss <= e.cfg.TargetLoss {
-						stopAll("target loss")
-						return
-					}
-				}
-				// Before the regroup (rna-h) no new round starts once
-				// everyone has been profiled.
-				holding := !regrouped && len(profile) >= len(liveOf(e.cfg.Workers))
-				if g.cur == nil && g.initiator >= 0 && !holding {
-					push := hier && regrouped && e.cfg.PSPeriod > 0 && len(groups) > 1 && (g.completed+1)%e.cfg.PSPeriod == 0
-					activate(g, g.next, g.initiator, g.probed, push)
-					g.setParams = nil
-					startProbing(g)
-					continue
-				}
-				if g.initiator < 0 && len(g.probed) == 0 {
-					if c := candidates(g); len(c) > 0 {
-						for _, i := range sim.Sample(rng, len(c), e.cfg.Probes) {
-							probe(g, c[i])
-						}
-					}
-				}
-				break
+	case KindFail:
+		if g != nil && g.cur != nil && msg.Round == g.cur.r && msg.Epoch == g.cur.epoch {
+			g.cur.failed = true
+		}
+	case KindEnd:
+		c.ended[msg.From] = true
+		if g != nil && g.initiator < 0 {
+			if i := slices.Index(g.probed, msg.From); i >= 0 {
+				g.probed = slices.Delete(g.probed, i, i+1)
 			}
-			_ = gi
-			if len(liveOf(g.members)) > 0 {
+		}
+	case KindProfile:
+		if !c.regrouped {
+			c.profile[msg.From] = msg.Weight
+		}
+	case KindPush:
+		c.onPush(g, msg)
+	case kindDeadEv:
+		c.onDead(g, int(msg.Rank))
+	}
+}
+
+// onPush is the parameter server: keep each group's newest model, send the
+// group the average of every group's newest.
+func (c *ctrl) onPush(g *group, msg Msg) {
+	gi := slices.Index(c.groups, g)
+	if gi < 0 || len(msg.Data) == 0 {
+		return
+	}
+	c.latest[gi] = slices.Clone(msg.Data)
+	g.setParams = averageModels(c.latest)
+	c.log.Debug("straggle: model averaged", "group", gi, "groups_in_average", len(c.latest))
+}
+
+// onDead takes dead worker r out of its group's round and probes.
+func (c *ctrl) onDead(g *group, r int) {
+	c.dead[r] = true
+	if g == nil {
+		return
+	}
+	if g.cur != nil && g.cur.outstanding[r] {
+		g.cur.failed = true
+	}
+	if g.cur != nil {
+		delete(g.cur.outstanding, r)
+	}
+	if g.initiator == r {
+		g.initiator = -1
+	}
+	if i := slices.Index(g.probed, r); i >= 0 && g.initiator < 0 {
+		g.probed = slices.Delete(g.probed, i, i+1)
+		if cs := c.candidates(g); len(cs) > 0 {
+			c.probe(g, cs[c.rng.IntN(len(cs))])
+		}
+	}
+}
+
+func (c *ctrl) stopAll(why string) {
+	c.log.Info("straggle: run over", "why", why, "rounds", c.total, "groups", len(c.groups))
+	for w := range c.e.t.world {
+		if w == c.e.rank || c.isLive(w) {
+			_ = c.e.t.send(w, Msg{Kind: KindStop})
+		}
+	}
+	c.e.stop()
+}
+
+// takeover asks every live worker where it is and re-runs the newest round
+// any of them saw (the old controller may have died in it). Groups are not
+// rebuilt: the new controller runs one global ring. It reports false when
+// the engine stopped meanwhile.
+func (c *ctrl) takeover() bool {
+	c.regrouped = true
+	want := map[int]bool{}
+	for _, w := range c.liveOf(c.e.cfg.Workers) {
+		want[w] = true
+		_ = c.e.t.send(w, Msg{Kind: KindSync})
+	}
+	var maxR uint64
+	var maxE uint32
+	deadline := time.After(c.e.cfg.Timeout)
+	for len(want) > 0 {
+		select {
+		case msg := <-c.e.t.ctrlIn:
+			switch msg.Kind {
+			case KindState:
+				delete(want, msg.From)
+				maxR, maxE = max(maxR, msg.Round), max(maxE, msg.Epoch)
+				if msg.Weight == 1 {
+					c.ended[msg.From] = true
+				}
+			case kindDeadEv:
+				c.dead[int(msg.Rank)] = true
+				delete(want, int(msg.Rank))
+			default:
+				c.later = append(c.later, msg)
+			}
+		case <-deadline:
+			c.log.Warn("straggle: workers did not answer the takeover", "missing", keys(want))
+			want = nil
+		case <-c.e.t.stop:
+			return false
+		}
+	}
+	c.epoch = maxE + 1
+	c.counter = maxR
+	if maxR > 0 {
+		// Round ids count every round activated so far: the rounds
+		// before maxR are done, and --rounds still ends the run at the
+		// same round id.
+		c.total = int(maxR) - 1
+		c.activate(c.groups[0], maxR, c.e.rank, nil, false)
+	}
+	c.log.Warn("straggle: controller took over", "round", maxR, "epoch", c.epoch)
+	return true
+}
+
+// run is the controller's loop: progress every group as far as its state
+// allows, then wait for a message or a tick (probe expiry, round limits).
+func (c *ctrl) run() {
+	for _, g := range c.groups {
+		c.startProbing(g)
+	}
+	for _, msg := range c.later {
+		c.handle(msg)
+	}
+	c.later = nil
+	tk := time.NewTicker(max(c.probeExpiry/4, 5*time.Millisecond))
+	defer tk.Stop()
+	for {
+		c.maybeRegroup()
+		anyLive, anyWork := false, false
+		for _, g := range c.groups {
+			if c.progress(g) {
+				return
+			}
+			if len(c.liveOf(g.members)) > 0 {
 				anyLive = true
 			}
-			if g.cur != nil || g.initiator >= 0 || len(g.probed) > 0 || len(candidates(g)) > 0 {
+			if g.cur != nil || g.initiator >= 0 || len(g.probed) > 0 || len(c.candidates(g)) > 0 {
 				anyWork = true
 			}
 		}
 		if !anyLive {
-			stopAll("no workers left")
+			c.stopAll("no workers left")
 			return
 		}
-		if !regrouped && len(profile) >= len(liveOf(e.cfg.Workers)) {
-			idle := true
-			for _, g := range groups {
-				idle = idle && g.cur == nil
-			}
-			if idle {
-				continue // regroup now
-			}
+		if !c.regrouped && len(c.profile) >= len(c.liveOf(c.e.cfg.Workers)) && c.idle() {
+			continue // regroup now
 		}
 		if !anyWork {
-			stopAll("every input ended")
+			c.stopAll("every input ended")
 			return
 		}
 		select {
-		case <-e.t.stop:
+		case <-c.e.t.stop:
 			return
-		case <-tick:
-			for _, g := range groups {
-				if g.initiator < 0 && len(g.probed) > 0 && time.Since(g.lastProbe) >= probeExpiry {
-					if c := candidates(g); len(c) > 0 {
-						p := c[rng.IntN(len(c))]
-						if e.cfg.ProbeTimeout > 0 {
-							log.Info("straggle: probe expired; probing one more worker", "round", g.next, "probed", g.probed, "added", p)
-						} else {
-							log.Warn("straggle: no probed worker answered within the timeout; probing one more worker", "round", g.next, "probed", g.probed, "added", p, "timeout", probeExpiry)
-						}
-						probe(g, p)
-					} else {
-						if e.cfg.ProbeTimeout == 0 {
-							log.Warn("straggle: still waiting for a gradient from any probed worker", "round", g.next, "probed", g.probed, "waited", time.Since(g.lastProbe).Round(time.Millisecond))
-						}
-						g.lastProbe = time.Now()
-					}
-				}
-				if g.cur != nil && !g.cur.failed && len(g.cur.outstanding) > 0 && time.Since(g.cur.started) > roundLimit(g) {
-					log.Warn("straggle: round not done in time; retrying it without waiting for these ranks", "round", g.cur.r, "epoch", g.cur.epoch,
-						"not_done", keys(g.cur.outstanding), "limit", roundLimit(g))
-					g.cur.failed = true
-				}
+		case <-tk.C:
+			for _, g := range c.groups {
+				c.onTick(g)
 			}
-		case msg := <-e.t.ctrlIn:
-			handle(msg)
+		case msg := <-c.e.t.ctrlIn:
+			c.handle(msg)
 		}
+	}
+}
+
+// idle reports whether no group has a round in flight.
+func (c *ctrl) idle() bool {
+	for _, g := range c.groups {
+		if g.cur != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// maybeRegroup (rna-h): once every live worker has reported its iteration
+// time and no round is in flight, split into groups.
+func (c *ctrl) maybeRegroup() {
+	if c.regrouped {
+		return
+	}
+	live := c.liveOf(c.e.cfg.Workers)
+	for _, w := range live {
+		if _, ok := c.profile[w]; !ok {
+			return
+		}
+	}
+	if !c.idle() {
+		return
+	}
+	c.regrouped = true
+	parts := Partition(live, c.profile)
+	c.groups = nil
+	for _, p := range parts {
+		c.groups = append(c.groups, &group{members: p, initiator: -1, lastLoss: math.NaN()})
+	}
+	c.log.Info("straggle: rna-h groups from the profiled iteration times", "groups", parts, "iter_ms", c.profile)
+	for _, g := range c.groups {
+		c.startProbing(g)
+	}
+}
+
+// progress moves g on as far as its state allows: retry a failed round,
+// complete a finished one, activate the next once its initiator is known,
+// probe when nobody is probed. It reports true when the run is over (and
+// every worker told).
+func (c *ctrl) progress(g *group) bool {
+	for {
+		if g.cur != nil && g.cur.failed {
+			c.epoch++
+			c.log.Info("straggle: retrying round", "round", g.cur.r, "epoch", c.epoch, "live", c.liveOf(g.members))
+			c.activate(g, g.cur.r, g.cur.initiator, g.cur.probes, g.cur.push)
+			continue
+		}
+		if g.cur != nil && len(g.cur.outstanding) == 0 {
+			g.completed++
+			c.total++
+			g.cur = nil
+			if c.e.cfg.Rounds > 0 && c.total >= c.e.cfg.Rounds {
+				c.stopAll("rounds")
+				return true
+			}
+			if c.e.cfg.TargetLoss > 0 && g.lastLoss <= c.e.cfg.TargetLoss {
+				c.stopAll("target loss")
+				return true
+			}
+		}
+		// Before the regroup (rna-h) no new round starts once everyone
+		// has been profiled.
+		holding := !c.regrouped && len(c.profile) >= len(c.liveOf(c.e.cfg.Workers))
+		if g.cur == nil && g.initiator >= 0 && !holding {
+			push := c.hier && c.regrouped && c.e.cfg.PSPeriod > 0 && len(c.groups) > 1 && (g.completed+1)%c.e.cfg.PSPeriod == 0
+			c.activate(g, g.next, g.initiator, g.probed, push)
+			g.setParams = nil
+			c.startProbing(g)
+			continue
+		}
+		if g.initiator < 0 && len(g.probed) == 0 {
+			c.probeSome(g)
+		}
+		return false
+	}
+}
+
+// roundLimit is the time g's round may take (each of its ring's 2(n−1)
+// steps within the timeout) before it is retried under a new epoch,
+// naming the ranks that did not answer.
+func (c *ctrl) roundLimit(g *group) time.Duration {
+	return time.Duration(2*len(g.members)+1) * c.e.cfg.Timeout
+}
+
+// onTick expires g's unanswered probes (probing one more worker) and fails
+// a round past its limit.
+func (c *ctrl) onTick(g *group) {
+	e := c.e
+	if g.initiator < 0 && len(g.probed) > 0 && time.Since(g.lastProbe) >= c.probeExpiry {
+		if cs := c.candidates(g); len(cs) > 0 {
+			p := cs[c.rng.IntN(len(cs))]
+			if e.cfg.ProbeTimeout > 0 {
+				c.log.Info("straggle: probe expired; probing one more worker", "round", g.next, "probed", g.probed, "added", p)
+			} else {
+				c.log.Warn("straggle: no probed worker answered within the timeout; probing one more worker", "round", g.next, "probed", g.probed, "added", p, "timeout", c.probeExpiry)
+			}
+			c.probe(g, p)
+		} else {
+			if e.cfg.ProbeTimeout == 0 {
+				c.log.Warn("straggle: still waiting for a gradient from any probed worker", "round", g.next, "probed", g.probed, "waited", time.Since(g.lastProbe).Round(time.Millisecond))
+			}
+			g.lastProbe = time.Now()
+		}
+	}
+	if g.cur != nil && !g.cur.failed && len(g.cur.outstanding) > 0 && time.Since(g.cur.started) > c.roundLimit(g) {
+		c.log.Warn("straggle: round not done in time; retrying it without waiting for these ranks", "round", g.cur.r, "epoch", g.cur.epoch,
+			"not_done", keys(g.cur.outstanding), "limit", c.roundLimit(g))
+		g.cur.failed = true
 	}
 }
 
