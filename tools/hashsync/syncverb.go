@@ -54,30 +54,16 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	if dev != nil {
 		defer dev.Close()
 	}
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
-	var statsW *wire.Writer
-	if c.Stats != "" {
-		var out io.Writer = rio.Stderr
-		if c.Stats != "-" {
-			f, err := os.Create(c.Stats)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			out = f
-		}
-		statsW = wire.NewWriter(out, "hashsync sync")
+	defer stopProfile()
+	statsW, closeStats, err := c.openStats(rio)
+	if err != nil {
+		return err
 	}
+	defer closeStats()
 	// Every tensor allocates its messages and result afresh; collecting
 	// less often is worth the memory (GOGC, when set, wins).
 	if os.Getenv("GOGC") == "" {
@@ -96,188 +82,271 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		s.UseHasher(&gpuHasher{dev: dev})
 		rio.Log.Info("sync: hashing on the GPU", "device", dev.Name(), "scheme", c.Scheme)
 	}
-	rank := m.Rank()
-	rio.Log.Debug("sync: mesh up", "rank", rank, "world", m.World(), "scheme", c.Scheme, "transport", m.Transport())
-
-	// The reader goroutine decodes and prepares (hashes) tensor i+1 while
-	// tensor i is on the network. A step_end travels in order with the
-	// tensors: it is passed on after the answers to the tensors before it.
-	type item struct {
-		p    *scheme.Prepared
-		fm   form
-		step *wire.StepEnd
-		err  error
+	rio.Log.Debug("sync: mesh up", "rank", m.Rank(), "world", m.World(), "scheme", c.Scheme, "transport", m.Transport())
+	ctx, cancel := context.WithCancel(rio.Ctx)
+	defer cancel()
+	r := c.newSyncRun(ctx, rio, m, s, statsW)
+	go r.read()
+	if err := r.loop(); err != nil {
+		return err
 	}
+	return r.finish()
+}
+
+// startCPUProfile starts a Go CPU profile into path (none when empty) and
+// returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// openStats opens the --stats stream (nil when not asked for) and returns
+// what closes its file.
+func (c *SyncCmd) openStats(rio *cli.IO) (*wire.Writer, func(), error) {
+	if c.Stats == "" {
+		return nil, func() {}, nil
+	}
+	if c.Stats == "-" {
+		return wire.NewWriter(rio.Stderr, "hashsync sync"), func() {}, nil
+	}
+	f, err := os.Create(c.Stats)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.NewWriter(f, "hashsync sync"), func() { f.Close() }, nil
+}
+
+// syncItem is what the reader hands the sync loop: a prepared tensor and
+// the form it came in, a step end, or the input's error.
+type syncItem struct {
+	p    *scheme.Prepared
+	fm   form
+	step *wire.StepEnd
+	err  error
+}
+
+// syncRun is one `hashsync sync`: a reader goroutine decodes and prepares
+// (hashes) tensor i+1 while the loop has tensor i on the network. A
+// step_end travels in order with the tensors: it is passed on after the
+// answers to the tensors before it.
+type syncRun struct {
+	c      *SyncCmd
+	ctx    context.Context
+	rio    *cli.IO
+	m      *mesh.Mesh
+	s      *scheme.Syncer
+	rank   int
+	statsW *wire.Writer
+	w      *wire.Writer
+	items  chan syncItem
+	next   chan struct{} // --no-overlap: the last tensor's sum is out
+	// What the loop has done: bytes received per phase, dense result
+	// buffers per tensor name, time in Sync, tensors synced.
+	total    map[string]int64
+	bufs     map[string]*denseBuf
+	syncTime time.Duration
+	n        int
+}
+
+func (c *SyncCmd) newSyncRun(ctx context.Context, rio *cli.IO, m *mesh.Mesh, s *scheme.Syncer, statsW *wire.Writer) *syncRun {
 	depth := 1
 	if c.NoOverlap {
 		depth = 0
 	}
-	items := make(chan item, depth)
-	next := make(chan struct{}, 1)
-	ctx, cancel := context.WithCancel(rio.Ctx)
-	defer cancel()
-	go func() {
-		defer close(items)
-		rd := wire.NewReader(rio.Stdin, c.Limits())
-		synced := false // the last item was a tensor: --no-overlap waits for its sum
-		for {
-			if c.NoOverlap && synced {
-				select {
-				case <-next:
-				case <-ctx.Done():
-					return
-				}
-			}
-			f, err := rd.NextFrame()
-			if err == io.EOF {
-				return
-			}
-			switch f.(type) {
-			case *wire.Header, *wire.End:
-				synced = false
-				continue
-			}
-			var it item
-			se, isStep := f.(*wire.StepEnd)
-			synced = err == nil && !isStep
-			if err != nil {
-				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input: %w", err))
-			} else if isStep {
-				it.step = se
-			} else if t, fm, err := toTensor(f, c.RowWidth); err != nil {
-				it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input frame %d: %w", rd.Frames()-1, err))
-			} else {
-				it.p, it.fm = s.Prepare(t), fm
-			}
+	return &syncRun{c: c, ctx: ctx, rio: rio, m: m, s: s, rank: m.Rank(), statsW: statsW,
+		w: wire.NewWriter(rio.Stdout, "hashsync sync"), items: make(chan syncItem, depth), next: make(chan struct{}, 1),
+		total: map[string]int64{}, bufs: map[string]*denseBuf{}}
+}
+
+// read decodes stdin into items until its end, the first bad frame, or
+// the loop's end.
+func (r *syncRun) read() {
+	defer close(r.items)
+	rd := wire.NewReader(r.rio.Stdin, r.c.Limits())
+	synced := false // the last item was a tensor: --no-overlap waits for its sum
+	for {
+		if r.c.NoOverlap && synced {
 			select {
-			case items <- it:
-			case <-ctx.Done():
-				return
-			}
-			if it.err != nil {
+			case <-r.next:
+			case <-r.ctx.Done():
 				return
 			}
 		}
-	}()
+		f, err := rd.NextFrame()
+		if err == io.EOF {
+			return
+		}
+		switch f.(type) {
+		case *wire.Header, *wire.End:
+			synced = false
+			continue
+		}
+		var it syncItem
+		se, isStep := f.(*wire.StepEnd)
+		synced = err == nil && !isStep
+		if err != nil {
+			it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input: %w", err))
+		} else if isStep {
+			it.step = se
+		} else if t, fm, err := toTensor(f, r.c.RowWidth); err != nil {
+			it.err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input frame %d: %w", rd.Frames()-1, err))
+		} else {
+			it.p, it.fm = r.s.Prepare(t), fm
+		}
+		select {
+		case r.items <- it:
+		case <-r.ctx.Done():
+			return
+		}
+		if it.err != nil {
+			return
+		}
+	}
+}
 
-	w := wire.NewWriter(rio.Stdout, "hashsync sync")
-	total := map[string]int64{}
-	bufs := map[string]*denseBuf{}
-	var syncTime time.Duration
-	n := 0
-	// A peer that dies while this rank waits for input must still end it:
-	// poll the mesh between tensors.
+// loop syncs the items as they come. A peer that dies while this rank
+// waits for input must still end it: the mesh is polled between tensors.
+func (r *syncRun) loop() error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var it item
+		var it syncItem
 		var ok bool
 		select {
-		case it, ok = <-items:
+		case it, ok = <-r.items:
 		case <-tick.C:
-			if err := m.Err(); err != nil {
+			if err := r.m.Err(); err != nil {
 				return fmt.Errorf("sync: waiting for input: %w", err)
 			}
 			continue
 		}
 		if !ok {
-			break
+			return nil
 		}
 		if it.err != nil {
-			m.Abort(fmt.Errorf("rank %d: bad input: %w", rank, it.err))
+			r.m.Abort(fmt.Errorf("rank %d: bad input: %w", r.rank, it.err))
 			return it.err
 		}
 		if it.step != nil {
-			if err := endStep(w, statsW, it.step.Step); err != nil {
+			if err := endStep(r.w, r.statsW, it.step.Step); err != nil {
 				return err
 			}
 			continue
 		}
-		if c.Barrier {
-			if err := s.Barrier(ctx); err != nil {
-				return err
-			}
-		}
-		fm := it.fm
-		switch {
-		case c.Output == "dense" && !fm.dense:
-			fm.dense = true
-			if len(fm.shape) == 0 {
-				fm.shape = []int64{int64(it.p.T.Rows * it.p.T.Width)}
-			}
-		case c.Output == "sparse" && fm.dense:
-			fm.dense = false
-		}
-		if bufs[it.p.T.Name] == nil {
-			bufs[it.p.T.Name] = &denseBuf{}
-		}
-		buf := bufs[it.p.T.Name]
-		if fm.dense && it.p.T.Rows*it.p.T.Width > 0 {
-			// The result lands straight in the reused dense buffer.
-			it.p.DenseOut = buf.take(it.p.T.Rows, it.p.T.Width)
-		}
-		t0 := time.Now()
-		out, st, err := s.Sync(ctx, it.p)
-		if err != nil {
-			var me *scheme.MismatchError
-			if errors.As(err, &me) {
-				return err
-			}
-			return fmt.Errorf("sync: tensor %q (#%d): %w", it.p.T.Name, n, err)
-		}
-		t1 := time.Now()
-		syncTime += t1.Sub(t0)
-		if c.NoOverlap {
-			next <- struct{}{}
-		}
-		if out.DenseVal != nil {
-			buf.prev = append(buf.prev[:0], out.Idx...)
-		}
-		frame := toFrame(out, fm, rank, buf)
-		st.Times["total"] = t1.Sub(t0).Seconds()
-		st.Times["output"] = time.Since(t1).Seconds()
-		t2 := time.Now()
-		if err := w.Write(frame); err != nil {
+		if err := r.syncOne(it); err != nil {
 			return err
 		}
-		st.Times["write"] = time.Since(t2).Seconds()
-		for ph, b := range st.Recv {
-			total[ph] += b
-		}
-		if statsW != nil {
-			if err := statsW.Write(statsFrame(out.Name, it.fm.step, rank, st)); err != nil {
-				return err
-			}
-		}
-		// The answer goes out now: the caller may be waiting for it
-		// before it writes the next tensor.
-		if err := flush(w, statsW); err != nil {
-			return err
-		}
-		n++
 	}
-	if err := s.Finish(); err != nil {
+}
+
+// outForm is the form tensor it's result leaves in (--output).
+func (r *syncRun) outForm(it syncItem) form {
+	fm := it.fm
+	switch {
+	case r.c.Output == "dense" && !fm.dense:
+		fm.dense = true
+		if len(fm.shape) == 0 {
+			fm.shape = []int64{int64(it.p.T.Rows * it.p.T.Width)}
+		}
+	case r.c.Output == "sparse" && fm.dense:
+		fm.dense = false
+	}
+	return fm
+}
+
+// syncOne syncs one tensor and writes its sum (and stats), flushed: the
+// caller may be waiting for the answer before it writes the next tensor.
+func (r *syncRun) syncOne(it syncItem) error {
+	if r.c.Barrier {
+		if err := r.s.Barrier(r.ctx); err != nil {
+			return err
+		}
+	}
+	fm := r.outForm(it)
+	buf := r.bufs[it.p.T.Name]
+	if buf == nil {
+		buf = &denseBuf{}
+		r.bufs[it.p.T.Name] = buf
+	}
+	if fm.dense && it.p.T.Rows*it.p.T.Width > 0 {
+		// The result lands straight in the reused dense buffer.
+		it.p.DenseOut = buf.take(it.p.T.Rows, it.p.T.Width)
+	}
+	t0 := time.Now()
+	out, st, err := r.s.Sync(r.ctx, it.p)
+	if err != nil {
+		var me *scheme.MismatchError
+		if errors.As(err, &me) {
+			return err
+		}
+		return fmt.Errorf("sync: tensor %q (#%d): %w", it.p.T.Name, r.n, err)
+	}
+	t1 := time.Now()
+	r.syncTime += t1.Sub(t0)
+	if r.c.NoOverlap {
+		r.next <- struct{}{}
+	}
+	if out.DenseVal != nil {
+		buf.prev = append(buf.prev[:0], out.Idx...)
+	}
+	frame := toFrame(out, fm, r.rank, buf)
+	st.Times["total"] = t1.Sub(t0).Seconds()
+	st.Times["output"] = time.Since(t1).Seconds()
+	t2 := time.Now()
+	if err := r.w.Write(frame); err != nil {
 		return err
 	}
-	if err := w.Close(); err != nil {
-		return err
+	st.Times["write"] = time.Since(t2).Seconds()
+	for ph, b := range st.Recv {
+		r.total[ph] += b
 	}
-	if statsW != nil {
-		if err := statsW.Close(); err != nil {
+	if r.statsW != nil {
+		if err := r.statsW.Write(statsFrame(out.Name, it.fm.step, r.rank, st)); err != nil {
 			return err
 		}
 	}
-	phases := make([]string, 0, len(total))
-	for ph := range total {
+	if err := flush(r.w, r.statsW); err != nil {
+		return err
+	}
+	r.n++
+	return nil
+}
+
+// finish agrees the end with every rank, closes the streams and logs the
+// bytes received per phase.
+func (r *syncRun) finish() error {
+	if err := r.s.Finish(); err != nil {
+		return err
+	}
+	if err := r.w.Close(); err != nil {
+		return err
+	}
+	if r.statsW != nil {
+		if err := r.statsW.Close(); err != nil {
+			return err
+		}
+	}
+	phases := make([]string, 0, len(r.total))
+	for ph := range r.total {
 		phases = append(phases, ph)
 	}
 	sort.Strings(phases)
-	args := []any{"rank", rank, "scheme", c.Scheme, "tensors", n, "sync_s", syncTime.Seconds()}
+	args := []any{"rank", r.rank, "scheme", r.c.Scheme, "tensors", r.n, "sync_s", r.syncTime.Seconds()}
 	for _, ph := range phases {
-		args = append(args, "recv_"+ph, total[ph])
+		args = append(args, "recv_"+ph, r.total[ph])
 	}
-	rio.Log.Info("sync: done", args...)
-	return m.Close()
+	r.rio.Log.Info("sync: done", args...)
+	return r.m.Close()
 }
 
 // flush flushes the sums and the stats (when written).
