@@ -269,207 +269,235 @@ func (errNonFinite) Error() string { return "non-finite input" }
 // returns the frame's parts; when sent is not zero it also writes the
 // tensor the frame decodes to there (for the error-feedback update).
 func (e *Encoder) encode(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
-	d := e.dev
 	switch e.algo {
 	case "signsgd", "efsignsgd", "onebit":
-		nb := (n + 7) / 8
-		bits, err := d.scratchBuf("bits", nb)
-		if err != nil {
-			return nil, err
-		}
-		invert := uint64(0)
-		if e.algo == "onebit" {
-			invert = 1
-		}
-		bad, npos, err := d.signPack(src, n, bits, invert)
-		if err != nil {
-			return nil, err
-		}
-		if bad {
-			return nil, errNonFinite{}
-		}
-		hb := make([]byte, nb)
-		if err := d.dtoh(hb, bits); err != nil {
-			return nil, err
-		}
-		parts := []wire.Part{{Name: "bits", DType: wire.U8, Shape: []int64{nb}, Data: hb}}
-		one, zero := float32(1), float32(-1)
-		if e.algo != "signsgd" {
-			sum, sumAbs, err := d.signSums(src, n)
-			if err != nil {
-				return nil, err
-			}
-			if e.algo == "efsignsgd" {
-				scale := float32(0)
-				if n > 0 {
-					scale = float32(sumAbs / float64(n))
-				}
-				one, zero = scale, -scale
-				parts = append(parts, wire.Part{Name: "scale", DType: wire.F32, Shape: []int64{1}, Data: f32le(scale)})
-			} else {
-				nn := n - npos
-				sn, sp := (sum-sumAbs)/2, (sum+sumAbs)/2
-				var mn, mp float32
-				if nn > 0 {
-					mn = float32(sn / float64(nn))
-				}
-				if npos > 0 {
-					mp = float32(sp / float64(npos))
-				}
-				one, zero = mn, mp
-				parts = append(parts, wire.Part{Name: "means", DType: wire.F32, Shape: []int64{2}, Data: append(f32le(mn), f32le(mp)...)})
-			}
-		}
-		if sent != 0 {
-			err = d.launch("tw_unpack_select", n, blockThreads, bits, sent, uint64(n),
-				uint64(math.Float32bits(one)), uint64(math.Float32bits(zero)))
-		}
-		return parts, err
-
+		return e.encodeSign(src, n, in, sent)
 	case "terngrad":
-		bad, m, err := d.maxKey(src, n)
-		if err != nil {
-			return nil, err
-		}
-		if bad {
-			return nil, errNonFinite{}
-		}
-		nb := (n + 7) / 8
-		bits, err := d.scratchBuf("bits", 2*nb)
-		if err != nil {
-			return nil, err
-		}
-		if err := d.be.memset0(bits, 2*nb); err != nil {
-			return nil, err
-		}
-		s := math.Float32frombits(m)
-		if s > 0 {
-			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
-			if err := d.launch("tw_terngrad", nb, blockThreads, src, bits, uint64(n), uint64(nb), key, 1/float64(s)); err != nil {
-				return nil, err
-			}
-		}
-		hb := make([]byte, 2*nb)
-		if err := d.dtoh(hb, bits); err != nil {
-			return nil, err
-		}
-		if sent != 0 {
-			if err := d.launch("tw_terngrad_decode", n, blockThreads, bits, sent, uint64(n), uint64(nb), uint64(m)); err != nil {
-				return nil, err
-			}
-		}
-		return []wire.Part{{Name: "bits", DType: wire.U8, Shape: []int64{2 * nb}, Data: hb},
-			{Name: "scale", DType: wire.F32, Shape: []int64{1}, Data: f32le(s)}}, nil
-
+		return e.encodeTernGrad(src, n, in, sent)
 	case "qsgd":
-		ss, err := d.sumSquares(src, n)
-		if err != nil {
-			return nil, err
-		}
-		if math.IsNaN(ss) || math.IsInf(ss, 0) {
-			return nil, errNonFinite{}
-		}
-		levels := e.ref.Params()["levels"].(int64)
-		norm := float32(math.Sqrt(ss))
-		codes, err := d.scratchBuf("codes", n)
-		if err != nil {
-			return nil, err
-		}
-		if err := d.be.memset0(codes, n); err != nil {
-			return nil, err
-		}
-		if norm > 0 {
-			sc24 := float32(float64(levels) / float64(norm) * (1 << 24))
-			maxT := uint32(levels) << 24
-			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
-			if err := d.launch("tw_qsgd", (n+1)/2, blockThreads, src, codes, uint64(n),
-				uint64(math.Float32bits(sc24)), uint64(maxT), key); err != nil {
-				return nil, err
-			}
-		}
-		hc := make([]byte, n)
-		if err := d.dtoh(hc, codes); err != nil {
-			return nil, err
-		}
-		if sent != 0 {
-			u := norm / float32(levels)
-			if err := d.launch("tw_qsgd_decode", n, blockThreads, codes, sent, uint64(n), uint64(math.Float32bits(u))); err != nil {
-				return nil, err
-			}
-		}
-		return []wire.Part{{Name: "norm", DType: wire.F32, Shape: []int64{1}, Data: f32le(norm)},
-			{Name: "codes", DType: wire.I8, Shape: []int64{n}, Data: hc}}, nil
-
+		return e.encodeQSGD(src, n, in, sent)
 	case "fp16", "bf16":
-		out, err := d.scratchBuf("half", 2*n)
-		if err != nil {
-			return nil, err
-		}
-		flag, err := d.flags()
-		if err != nil {
-			return nil, err
-		}
-		kern, dt, bf := "tw_fp16", wire.F16, uint64(0)
-		if e.algo == "bf16" {
-			kern, dt, bf = "tw_bf16", wire.BF16, 1
-		}
-		if err := d.launch(kern, (n+3)/4, blockThreads, src, out, uint64(n), flag); err != nil { // 4 elements a thread
-			return nil, err
-		}
-		if bad, err := d.readFlag(flag); err != nil {
-			return nil, err
-		} else if bad {
-			return nil, errNonFinite{}
-		}
-		h := make([]byte, 2*n)
-		if err := d.dtoh(h, out); err != nil {
-			return nil, err
-		}
-		if sent != 0 {
-			if err := d.launch("tw_half_decode", n, blockThreads, out, sent, uint64(n), bf); err != nil {
-				return nil, err
-			}
-		}
-		return []wire.Part{{Name: "data", DType: dt, Shape: []int64{n}, Data: h}}, nil
-
+		return e.encodeHalf(src, n, in, sent)
 	case "topk", "mstopk":
-		k := codec.KFor(n, e.ref.Params()["ratio"].(float64), e.ref.Params()["k"].(int64))
-		var idx, vals dptr
-		var err error
-		if idx, err = d.scratchBuf("idx", 4*k); err != nil {
-			return nil, err
-		}
-		if vals, err = d.scratchBuf("vals", 4*k); err != nil {
-			return nil, err
-		}
-		if e.algo == "topk" {
-			err = d.topK(src, n, k, vals, idx)
-		} else {
-			key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeWindow)
-			_, err = d.msTopK(src, n, k, int(e.ref.Params()["samplings"].(int64)), key, vals, idx)
-		}
-		if err != nil {
-			return nil, err
-		}
-		hv, hi := make([]byte, 4*k), make([]byte, 4*k)
-		if err := d.dtoh(hv, vals); err != nil {
-			return nil, err
-		}
-		if err := d.dtoh(hi, idx); err != nil {
-			return nil, err
-		}
-		if sent != 0 {
-			if err := d.be.memset0(sent, 4*n); err != nil {
-				return nil, err
-			}
-			if err := d.launch("tw_scatter", k, blockThreads, sent, idx, vals, uint64(k)); err != nil {
-				return nil, err
-			}
-		}
-		return []wire.Part{{Name: "values", DType: wire.F32, Shape: []int64{k}, Data: hv},
-			{Name: "indices", DType: wire.U32, Shape: []int64{k}, Data: hi}}, nil
+		return e.encodeTopK(src, n, in, sent)
 	}
 	return nil, fmt.Errorf("gpu: no kernels for %q", e.algo)
+}
+
+// encodeSign encodes with the sign family: the packed signs, and
+// efsignsgd's scale or onebit's two means.
+func (e *Encoder) encodeSign(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
+	d := e.dev
+	nb := (n + 7) / 8
+	bits, err := d.scratchBuf("bits", nb)
+	if err != nil {
+		return nil, err
+	}
+	invert := uint64(0)
+	if e.algo == "onebit" {
+		invert = 1
+	}
+	bad, npos, err := d.signPack(src, n, bits, invert)
+	if err != nil {
+		return nil, err
+	}
+	if bad {
+		return nil, errNonFinite{}
+	}
+	hb := make([]byte, nb)
+	if err := d.dtoh(hb, bits); err != nil {
+		return nil, err
+	}
+	parts := []wire.Part{{Name: "bits", DType: wire.U8, Shape: []int64{nb}, Data: hb}}
+	one, zero := float32(1), float32(-1)
+	if e.algo != "signsgd" {
+		sum, sumAbs, err := d.signSums(src, n)
+		if err != nil {
+			return nil, err
+		}
+		if e.algo == "efsignsgd" {
+			scale := float32(0)
+			if n > 0 {
+				scale = float32(sumAbs / float64(n))
+			}
+			one, zero = scale, -scale
+			parts = append(parts, wire.Part{Name: "scale", DType: wire.F32, Shape: []int64{1}, Data: f32le(scale)})
+		} else {
+			nn := n - npos
+			sn, sp := (sum-sumAbs)/2, (sum+sumAbs)/2
+			var mn, mp float32
+			if nn > 0 {
+				mn = float32(sn / float64(nn))
+			}
+			if npos > 0 {
+				mp = float32(sp / float64(npos))
+			}
+			one, zero = mn, mp
+			parts = append(parts, wire.Part{Name: "means", DType: wire.F32, Shape: []int64{2}, Data: append(f32le(mn), f32le(mp)...)})
+		}
+	}
+	if sent != 0 {
+		err = d.launch("tw_unpack_select", n, blockThreads, bits, sent, uint64(n),
+			uint64(math.Float32bits(one)), uint64(math.Float32bits(zero)))
+	}
+	return parts, err
+}
+
+// encodeTernGrad encodes with TernGrad: two bits per element and the
+// scale (the maximum magnitude).
+func (e *Encoder) encodeTernGrad(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
+	d := e.dev
+	bad, m, err := d.maxKey(src, n)
+	if err != nil {
+		return nil, err
+	}
+	if bad {
+		return nil, errNonFinite{}
+	}
+	nb := (n + 7) / 8
+	bits, err := d.scratchBuf("bits", 2*nb)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.be.memset0(bits, 2*nb); err != nil {
+		return nil, err
+	}
+	s := math.Float32frombits(m)
+	if s > 0 {
+		key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
+		if err := d.launch("tw_terngrad", nb, blockThreads, src, bits, uint64(n), uint64(nb), key, 1/float64(s)); err != nil {
+			return nil, err
+		}
+	}
+	hb := make([]byte, 2*nb)
+	if err := d.dtoh(hb, bits); err != nil {
+		return nil, err
+	}
+	if sent != 0 {
+		if err := d.launch("tw_terngrad_decode", n, blockThreads, bits, sent, uint64(n), uint64(nb), uint64(m)); err != nil {
+			return nil, err
+		}
+	}
+	return []wire.Part{{Name: "bits", DType: wire.U8, Shape: []int64{2 * nb}, Data: hb},
+		{Name: "scale", DType: wire.F32, Shape: []int64{1}, Data: f32le(s)}}, nil
+}
+
+// encodeQSGD encodes with QSGD: the L2 norm and one signed level per element.
+func (e *Encoder) encodeQSGD(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
+	d := e.dev
+	ss, err := d.sumSquares(src, n)
+	if err != nil {
+		return nil, err
+	}
+	if math.IsNaN(ss) || math.IsInf(ss, 0) {
+		return nil, errNonFinite{}
+	}
+	levels := e.ref.Params()["levels"].(int64)
+	norm := float32(math.Sqrt(ss))
+	codes, err := d.scratchBuf("codes", n)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.be.memset0(codes, n); err != nil {
+		return nil, err
+	}
+	if norm > 0 {
+		sc24 := float32(float64(levels) / float64(norm) * (1 << 24))
+		maxT := uint32(levels) << 24
+		key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeRound)
+		if err := d.launch("tw_qsgd", (n+1)/2, blockThreads, src, codes, uint64(n),
+			uint64(math.Float32bits(sc24)), uint64(maxT), key); err != nil {
+			return nil, err
+		}
+	}
+	hc := make([]byte, n)
+	if err := d.dtoh(hc, codes); err != nil {
+		return nil, err
+	}
+	if sent != 0 {
+		u := norm / float32(levels)
+		if err := d.launch("tw_qsgd_decode", n, blockThreads, codes, sent, uint64(n), uint64(math.Float32bits(u))); err != nil {
+			return nil, err
+		}
+	}
+	return []wire.Part{{Name: "norm", DType: wire.F32, Shape: []int64{1}, Data: f32le(norm)},
+		{Name: "codes", DType: wire.I8, Shape: []int64{n}, Data: hc}}, nil
+}
+
+// encodeHalf encodes with fp16 or bf16: every element rounded to a half.
+func (e *Encoder) encodeHalf(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
+	d := e.dev
+	out, err := d.scratchBuf("half", 2*n)
+	if err != nil {
+		return nil, err
+	}
+	flag, err := d.flags()
+	if err != nil {
+		return nil, err
+	}
+	kern, dt, bf := "tw_fp16", wire.F16, uint64(0)
+	if e.algo == "bf16" {
+		kern, dt, bf = "tw_bf16", wire.BF16, 1
+	}
+	if err := d.launch(kern, (n+3)/4, blockThreads, src, out, uint64(n), flag); err != nil { // 4 elements a thread
+		return nil, err
+	}
+	if bad, err := d.readFlag(flag); err != nil {
+		return nil, err
+	} else if bad {
+		return nil, errNonFinite{}
+	}
+	h := make([]byte, 2*n)
+	if err := d.dtoh(h, out); err != nil {
+		return nil, err
+	}
+	if sent != 0 {
+		if err := d.launch("tw_half_decode", n, blockThreads, out, sent, uint64(n), bf); err != nil {
+			return nil, err
+		}
+	}
+	return []wire.Part{{Name: "data", DType: dt, Shape: []int64{n}, Data: h}}, nil
+}
+
+// encodeTopK encodes with top-k (exact) or MSTopK (threshold search): k
+// values and their indices.
+func (e *Encoder) encodeTopK(src dptr, n int64, in codec.Input, sent dptr) ([]wire.Part, error) {
+	d := e.dev
+	k := codec.KFor(n, e.ref.Params()["ratio"].(float64), e.ref.Params()["k"].(int64))
+	var idx, vals dptr
+	var err error
+	if idx, err = d.scratchBuf("idx", 4*k); err != nil {
+		return nil, err
+	}
+	if vals, err = d.scratchBuf("vals", 4*k); err != nil {
+		return nil, err
+	}
+	if e.algo == "topk" {
+		err = d.topK(src, n, k, vals, idx)
+	} else {
+		key := rng.Key(e.opts.Seed, in.Step, in.Name, rng.PurposeWindow)
+		_, err = d.msTopK(src, n, k, int(e.ref.Params()["samplings"].(int64)), key, vals, idx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hv, hi := make([]byte, 4*k), make([]byte, 4*k)
+	if err := d.dtoh(hv, vals); err != nil {
+		return nil, err
+	}
+	if err := d.dtoh(hi, idx); err != nil {
+		return nil, err
+	}
+	if sent != 0 {
+		if err := d.be.memset0(sent, 4*n); err != nil {
+			return nil, err
+		}
+		if err := d.launch("tw_scatter", k, blockThreads, sent, idx, vals, uint64(k)); err != nil {
+			return nil, err
+		}
+	}
+	return []wire.Part{{Name: "values", DType: wire.F32, Shape: []int64{k}, Data: hv},
+		{Name: "indices", DType: wire.U32, Shape: []int64{k}, Data: hi}}, nil
 }
 
 func checkShape(in codec.Input) error {
