@@ -263,191 +263,246 @@ type tableMsg struct {
 // rendezvousServer is rank 0's side: accept every other rank's
 // registration, check them, send everyone the table.
 func (m *Mesh) rendezvousServer(ctx context.Context, tcpAddr, unixAddr string) error {
-	ln := m.cfg.Listener
-	if ln == nil {
-		addr := m.masterAddr()
-		if err := m.cfg.checkExposure("the rendezvous", splitHost(addr)); err != nil {
-			return err
-		}
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("mesh: rank 0: listen for the rendezvous on %s: %w", addr, err)
-		}
+	ln, err := m.rendezvousListener()
+	if err != nil {
+		return err
 	}
 	self := m.selfInfo(advertise(tcpAddr, splitHost(m.masterAddr())), unixAddr)
 	m.log.Debug("mesh: rendezvous: listening", "addr", ln.Addr().String(), "world", m.world)
-
-	type arrival struct {
-		conn net.Conn
-		reg  register
-	}
-	arrivals := make(chan arrival)
-	fatal := make(chan error, 1)
-	var failMu sync.Mutex
-	var failMsg string // set before stop closes when the rendezvous failed
-	stop := make(chan struct{})
-	var claimMu sync.Mutex
-	claimed := map[int]string{}
-	var work tracker
-	// farewell tells a registered (or registering) rank why the
-	// rendezvous failed, if it did.
-	farewell := func(conn net.Conn) {
-		failMu.Lock()
-		msg := failMsg
-		failMu.Unlock()
-		if msg != "" {
-			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-			_ = writeFrame(conn, msgError, []byte(msg))
-		}
-	}
-	handle := func(conn net.Conn) {
-		remote := conn.RemoteAddr().String()
-		h, err := serverHandshake(conn, m.cfg.key(), 0, m.cfg.Env.RunID, time.Now().Add(m.cfg.Timeout), func(h *hello) error {
-			if h.Kind != kindRendezvous || h.To != 0 {
-				return fmt.Errorf("rank 0's rendezvous port takes rendezvous connections, got %s for rank %d", h.Kind, h.To)
-			}
-			return nil
-		})
-		if err != nil {
-			_ = conn.Close()
-			m.log.Warn("mesh: refused rendezvous connection", "remote", remote, "err", err)
-			return
-		}
-		// Authenticated: from here on a bad request is a misconfigured
-		// job, not a stray, and fails the rendezvous everywhere.
-		work.authenticated(conn)
-		var bad error
-		switch {
-		case h.World != m.world:
-			bad = fmt.Errorf("world size mismatch: rank %d says %d, rank 0 says %d", h.From, h.World, m.world)
-		case h.From <= 0 || h.From >= m.world:
-			bad = fmt.Errorf("rank %d out of range for world size %d", h.From, m.world)
-		default:
-			claimMu.Lock()
-			if prev, dup := claimed[h.From]; dup {
-				bad = fmt.Errorf("duplicate rank %d: from %s and from %s", h.From, prev, remote)
-			} else {
-				claimed[h.From] = remote
-			}
-			claimMu.Unlock()
-		}
-		if bad != nil {
-			if work.release(conn) {
-				_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-				_ = writeFrame(conn, msgError, []byte(bad.Error()))
-				_ = conn.Close()
-			}
-			select {
-			case fatal <- bad:
-			default:
-			}
-			return
-		}
-		var reg register
-		_ = conn.SetReadDeadline(time.Now().Add(m.cfg.Timeout))
-		err = readExpect(conn, msgRegister, &reg)
-		if !work.release(conn) {
-			return // stopped meanwhile: told why and closed
-		}
-		if err != nil || reg.Info.Rank != h.From || reg.World != m.world {
-			m.log.Warn("mesh: bad registration", "remote", remote, "rank", h.From, "err", err)
-			_ = conn.Close()
-			claimMu.Lock()
-			delete(claimed, h.From)
-			claimMu.Unlock()
-			return
-		}
-		_ = conn.SetReadDeadline(time.Time{})
-		reg.Info.TCP = advertise(reg.Info.TCP, splitHost(remote))
-		select {
-		case arrivals <- arrival{conn, reg}:
-		case <-stop:
-			farewell(conn)
-			_ = conn.Close()
-		}
-	}
-	work.goLoop(func() {
+	rv := &rendezvous{m: m, ln: ln, arrivals: make(chan arrival), fatal: make(chan error, 1), stop: make(chan struct{}),
+		claimed: map[int]string{}, conns: make([]net.Conn, m.world)}
+	rv.work.goLoop(func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			work.goConn(conn, handle)
+			rv.work.goConn(conn, rv.handle)
 		}
 	})
 	// The rendezvous port is only needed until everyone has joined; when
 	// we return, the accept loop and the handshakes in progress end too.
 	defer func() {
-		close(stop)
+		close(rv.stop)
 		_ = ln.Close()
-		work.stop(farewell)
+		rv.work.stop(rv.farewell)
 	}()
+	infos, err := rv.collect(ctx, self)
+	if err != nil {
+		return err
+	}
+	return rv.sendTable(infos)
+}
 
-	conns := make([]net.Conn, m.world)
+// rendezvousListener is the listener of rank 0's rendezvous port: the
+// configured one, or one on the master address.
+func (m *Mesh) rendezvousListener() (net.Listener, error) {
+	if m.cfg.Listener != nil {
+		return m.cfg.Listener, nil
+	}
+	addr := m.masterAddr()
+	if err := m.cfg.checkExposure("the rendezvous", splitHost(addr)); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: rank 0: listen for the rendezvous on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// arrival is a rank registered with rank 0.
+type arrival struct {
+	conn net.Conn
+	reg  register
+}
+
+// rendezvous is rank 0's state while the other ranks register: the
+// handshakes in progress, the ranks claimed, and the ranks' control
+// connections as they arrive.
+type rendezvous struct {
+	m        *Mesh
+	ln       net.Listener
+	arrivals chan arrival
+	fatal    chan error // a misconfigured job: fails the rendezvous
+	stop     chan struct{}
+	work     tracker
+
+	failMu  sync.Mutex
+	failMsg string // set before stop closes when the rendezvous failed
+
+	claimMu sync.Mutex
+	claimed map[int]string // rank → the address that claimed it
+
+	conns []net.Conn // by rank, as they arrive (collect's goroutine only)
+}
+
+// farewell tells a registered (or registering) rank why the rendezvous
+// failed, if it did.
+func (rv *rendezvous) farewell(conn net.Conn) {
+	rv.failMu.Lock()
+	msg := rv.failMsg
+	rv.failMu.Unlock()
+	if msg != "" {
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = writeFrame(conn, msgError, []byte(msg))
+	}
+}
+
+// handle takes one connection to the rendezvous port: handshake, checks,
+// registration, then hands it to collect.
+func (rv *rendezvous) handle(conn net.Conn) {
+	m := rv.m
+	remote := conn.RemoteAddr().String()
+	h, err := serverHandshake(conn, m.cfg.key(), 0, m.cfg.Env.RunID, time.Now().Add(m.cfg.Timeout), func(h *hello) error {
+		if h.Kind != kindRendezvous || h.To != 0 {
+			return fmt.Errorf("rank 0's rendezvous port takes rendezvous connections, got %s for rank %d", h.Kind, h.To)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = conn.Close()
+		m.log.Warn("mesh: refused rendezvous connection", "remote", remote, "err", err)
+		return
+	}
+	// Authenticated: from here on a bad request is a misconfigured job,
+	// not a stray, and fails the rendezvous everywhere.
+	rv.work.authenticated(conn)
+	if bad := rv.claim(h, remote); bad != nil {
+		if rv.work.release(conn) {
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = writeFrame(conn, msgError, []byte(bad.Error()))
+			_ = conn.Close()
+		}
+		select {
+		case rv.fatal <- bad:
+		default:
+		}
+		return
+	}
+	var reg register
+	_ = conn.SetReadDeadline(time.Now().Add(m.cfg.Timeout))
+	err = readExpect(conn, msgRegister, &reg)
+	if !rv.work.release(conn) {
+		return // stopped meanwhile: told why and closed
+	}
+	if err != nil || reg.Info.Rank != h.From || reg.World != m.world {
+		m.log.Warn("mesh: bad registration", "remote", remote, "rank", h.From, "err", err)
+		_ = conn.Close()
+		rv.claimMu.Lock()
+		delete(rv.claimed, h.From)
+		rv.claimMu.Unlock()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	reg.Info.TCP = advertise(reg.Info.TCP, splitHost(remote))
+	select {
+	case rv.arrivals <- arrival{conn, reg}:
+	case <-rv.stop:
+		rv.farewell(conn)
+		_ = conn.Close()
+	}
+}
+
+// claim checks an authenticated rank's hello against the job (world size,
+// rank range) and claims its rank for remote; the error is fatal to the
+// rendezvous.
+func (rv *rendezvous) claim(h *hello, remote string) error {
+	world := rv.m.world
+	switch {
+	case h.World != world:
+		return fmt.Errorf("world size mismatch: rank %d says %d, rank 0 says %d", h.From, h.World, world)
+	case h.From <= 0 || h.From >= world:
+		return fmt.Errorf("rank %d out of range for world size %d", h.From, world)
+	}
+	rv.claimMu.Lock()
+	defer rv.claimMu.Unlock()
+	if prev, dup := rv.claimed[h.From]; dup {
+		return fmt.Errorf("duplicate rank %d: from %s and from %s", h.From, prev, remote)
+	}
+	rv.claimed[h.From] = remote
+	return nil
+}
+
+// collect waits until every rank has registered and returns the table,
+// self at rank 0; a fatal check, the deadline or a cancel fails every
+// rank that registered.
+func (rv *rendezvous) collect(ctx context.Context, self PeerInfo) ([]PeerInfo, error) {
+	m := rv.m
 	infos := make([]PeerInfo, m.world)
 	infos[0] = self
 	missing := m.world - 1
-	failAll := func(err error) error {
-		failMu.Lock()
-		var pe *PeerError
-		if errors.As(err, &pe) {
-			failMsg = pe.Err.Error()
-		} else {
-			failMsg = err.Error()
-		}
-		failMu.Unlock()
-		for _, c := range conns {
-			if c != nil {
-				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-				_ = writeFrame(c, msgError, []byte(failMsg))
-				_ = c.Close()
-			}
-		}
-		return err
-	}
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for missing > 0 {
 		select {
-		case a := <-arrivals:
+		case a := <-rv.arrivals:
 			r := a.reg.Info.Rank
-			conns[r], infos[r] = a.conn, a.reg.Info
+			rv.conns[r], infos[r] = a.conn, a.reg.Info
 			missing--
 			m.log.Debug("mesh: rendezvous: rank joined", "joined", r, "from", a.conn.RemoteAddr().String(), "missing", missing)
-		case err := <-fatal:
-			return failAll(&PeerError{Rank: rankIn(err), Op: "rendezvous", Err: err, Peer: -1, ReportedBy: -1})
+		case err := <-rv.fatal:
+			return nil, rv.failAll(&PeerError{Rank: rankIn(err), Op: "rendezvous", Err: err, Peer: -1, ReportedBy: -1})
 		case <-tick.C:
-			m.log.Info("mesh: rendezvous: waiting for ranks", "missing", missingRanks(conns))
+			m.log.Info("mesh: rendezvous: waiting for ranks", "missing", missingRanks(rv.conns))
 		case <-ctx.Done():
-			miss := missingRanks(conns)
-			err := fmt.Errorf("timed out after %v waiting for ranks %v to join at %s (not started, wrong MASTER_ADDR/port, or blocked by a firewall?)", m.cfg.ConnectTimeout, miss, ln.Addr())
+			miss := missingRanks(rv.conns)
+			err := fmt.Errorf("timed out after %v waiting for ranks %v to join at %s (not started, wrong MASTER_ADDR/port, or blocked by a firewall?)", m.cfg.ConnectTimeout, miss, rv.ln.Addr())
 			if ctx.Err() == context.Canceled {
 				err = fmt.Errorf("cancelled while waiting for ranks %v", miss)
 			}
-			return failAll(&PeerError{Rank: miss[0], Op: "rendezvous", Err: err, Peer: -1, ReportedBy: -1})
+			return nil, rv.failAll(&PeerError{Rank: miss[0], Op: "rendezvous", Err: err, Peer: -1, ReportedBy: -1})
 		}
 	}
+	return infos, nil
+}
+
+// failAll tells every registered rank why the rendezvous failed (and the
+// ones still registering, through farewell) and closes them.
+func (rv *rendezvous) failAll(err error) error {
+	rv.failMu.Lock()
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		rv.failMsg = pe.Err.Error()
+	} else {
+		rv.failMsg = err.Error()
+	}
+	msg := rv.failMsg
+	rv.failMu.Unlock()
+	for _, c := range rv.conns {
+		if c != nil {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = writeFrame(c, msgError, []byte(msg))
+			_ = c.Close()
+		}
+	}
+	return err
+}
+
+// sendTable sends every rank the table, in parallel, and keeps their
+// connections as the control connections.
+func (rv *rendezvous) sendTable(infos []PeerInfo) error {
+	m := rv.m
 	m.table = infos
 	tab := tableMsg{World: m.world, Peers: infos}
 	var wg sync.WaitGroup
 	errs := make([]error, m.world)
 	for r := 1; r < m.world; r++ {
 		wg.Go(func() {
-			_ = conns[r].SetWriteDeadline(time.Now().Add(m.cfg.Timeout))
-			errs[r] = writeJSON(conns[r], msgTable, &tab)
-			_ = conns[r].SetWriteDeadline(time.Time{})
+			_ = rv.conns[r].SetWriteDeadline(time.Now().Add(m.cfg.Timeout))
+			errs[r] = writeJSON(rv.conns[r], msgTable, &tab)
+			_ = rv.conns[r].SetWriteDeadline(time.Time{})
 		})
 	}
 	wg.Wait()
 	m.ctrls = make([]*ctrlConn, m.world)
 	m.readyCh = make(chan int, m.world)
 	for r := 1; r < m.world; r++ {
-		m.ctrls[r] = &ctrlConn{rank: r, conn: conns[r]}
+		m.ctrls[r] = &ctrlConn{rank: r, conn: rv.conns[r]}
 	}
 	for r, err := range errs {
 		if err != nil {
-			return failAll(&PeerError{Rank: r, Op: "rendezvous", Err: errors.New(describe(err, m.cfg.Timeout)), Peer: r, ReportedBy: -1})
+			return rv.failAll(&PeerError{Rank: r, Op: "rendezvous", Err: errors.New(describe(err, m.cfg.Timeout)), Peer: r, ReportedBy: -1})
 		}
 	}
 	return nil
