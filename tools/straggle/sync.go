@@ -85,17 +85,8 @@ func (c *ControllerCmd) Run(rio *cli.IO) error {
 func (c *SyncCmd) Run(rio *cli.IO) error { return c.run(rio, false) }
 
 func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
-	if c.Probes < 1 || c.GroupSize < 1 || c.Rounds < 0 || c.Dim < 1 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --probes, --group-size and --dim must be at least 1, --rounds at least 0"))
-	}
-	if c.Mode == engine.ModeRNAH && c.Toy == "" && !controllerOnly {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --mode rna-h averages the groups' models, which only the built-in trainer (--toy) holds; use --mode rna with a gradient stream"))
-	}
-	if c.Mode == engine.ModeRNAH && (c.PSPeriod < 1 || c.Profile < 1) {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --ps-period and --profile must be at least 1"))
-	}
-	if c.Mode == engine.ModeGroups && c.Rounds == 0 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --mode groups needs --rounds (with no coordinator, every rank must run the same rounds; a rank whose input ends joins the rest with null gradients)"))
+	if err := c.check(controllerOnly); err != nil {
+		return cli.WithCode(cli.ExitUsage, err)
 	}
 	model, err := c.Inject.Model()
 	if err != nil {
@@ -105,16 +96,9 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: %w", err))
 	}
-	if controllerOnly && env.Rank != 0 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("controller: must be rank 0 (it is rank %d)", env.Rank))
+	if err := c.checkPlace(env, controllerOnly); err != nil {
+		return cli.WithCode(cli.ExitUsage, err)
 	}
-	if c.Controller == "separate" && env.World < 2 {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --controller separate needs a world of at least 2 (the controller and a worker)"))
-	}
-	if c.Controller == "separate" && env.Rank == 0 && !controllerOnly {
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: with --controller separate, rank 0 runs 'straggle controller'"))
-	}
-
 	// The trainer: the toy in-process, or the gradient stream.
 	var src *streamSource
 	dim := c.Dim
@@ -124,16 +108,12 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 			return err
 		}
 		defer closeIn()
-		if c.Tensors < 0 {
-			return cli.WithCode(cli.ExitUsage, fmt.Errorf("sync: --tensors must be at least 0"))
-		}
 		src = &streamSource{r: wire.NewReader(in, c.Limits()), tensors: c.Tensors}
 		if err := src.learn(); err != nil {
 			return err
 		}
 		dim = src.dim
 	}
-
 	cfgm := c.Mesh.Config(env, rio.Log)
 	cfgm.Tolerant = c.Mode != engine.ModeAllreduce
 	m, err := mesh.Open(rio.Ctx, cfgm)
@@ -141,6 +121,82 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 		return err
 	}
 	defer m.Close()
+	r := c.newRankRun(rio, m, src, dim, controllerOnly)
+	if err := r.run(model); err != nil {
+		return err
+	}
+	return r.finish()
+}
+
+// check refuses flag values no run can use.
+func (c *SyncCmd) check(controllerOnly bool) error {
+	switch {
+	case c.Probes < 1 || c.GroupSize < 1 || c.Rounds < 0 || c.Dim < 1:
+		return fmt.Errorf("sync: --probes, --group-size and --dim must be at least 1, --rounds at least 0")
+	case c.Toy == "" && !controllerOnly && c.Tensors < 0:
+		return fmt.Errorf("sync: --tensors must be at least 0")
+	case c.Mode == engine.ModeRNAH && c.Toy == "" && !controllerOnly:
+		return fmt.Errorf("sync: --mode rna-h averages the groups' models, which only the built-in trainer (--toy) holds; use --mode rna with a gradient stream")
+	case c.Mode == engine.ModeRNAH && (c.PSPeriod < 1 || c.Profile < 1):
+		return fmt.Errorf("sync: --ps-period and --profile must be at least 1")
+	case c.Mode == engine.ModeGroups && c.Rounds == 0:
+		return fmt.Errorf("sync: --mode groups needs --rounds (with no coordinator, every rank must run the same rounds; a rank whose input ends joins the rest with null gradients)")
+	}
+	return nil
+}
+
+// checkPlace refuses a rank and world the controller layout cannot use.
+func (c *SyncCmd) checkPlace(env launch.Env, controllerOnly bool) error {
+	switch {
+	case controllerOnly && env.Rank != 0:
+		return fmt.Errorf("controller: must be rank 0 (it is rank %d)", env.Rank)
+	case c.Controller == "separate" && env.World < 2:
+		return fmt.Errorf("sync: --controller separate needs a world of at least 2 (the controller and a worker)")
+	case c.Controller == "separate" && env.Rank == 0 && !controllerOnly:
+		return fmt.Errorf("sync: with --controller separate, rank 0 runs 'straggle controller'")
+	}
+	return nil
+}
+
+// rankRun is one rank's run: the engine, the trainer (the toy or the
+// gradient stream) that feeds it, what each round writes, and the report.
+type rankRun struct {
+	c     *SyncCmd
+	rio   *cli.IO
+	m     *mesh.Mesh
+	src   *streamSource
+	toy   *toyTrainer
+	ecfg  engine.Config
+	out   *output
+	rep   *report
+	start time.Time
+	iters iterStats
+	eng   *engine.Engine
+}
+
+func (c *SyncCmd) newRankRun(rio *cli.IO, m *mesh.Mesh, src *streamSource, dim int, controllerOnly bool) *rankRun {
+	r := &rankRun{c: c, rio: rio, m: m, src: src, ecfg: c.engineConfig(m, dim, rio),
+		rep: &report{Mode: c.Mode, Rank: m.Rank(), World: m.World(), Probes: c.Probes, TargetLoss: c.TargetLoss, TimeToTarget: -1}}
+	stdout := rio.Stdout
+	if c.Emit == "none" {
+		stdout = io.Discard
+	}
+	r.out = &output{w: wire.NewWriter(stdout, "straggle"), emit: c.Emit, rank: m.Rank(), mode: c.Mode}
+	if src != nil {
+		r.out.layout, r.out.stepped = src.layout, src.stepped()
+	}
+	if c.Toy != "" && !controllerOnly {
+		r.toy = newToy(dim, c.Sigma, c.LR, c.Seed, m.Rank())
+		if r.ecfg.Hier {
+			r.ecfg.Params, r.ecfg.SetParams = r.toy.params, r.toy.setParams
+		}
+	}
+	return r
+}
+
+// engineConfig is the engine's configuration from the flags: rank 0 is the
+// controller, and a worker too unless --controller separate.
+func (c *SyncCmd) engineConfig(m *mesh.Mesh, dim int, rio *cli.IO) engine.Config {
 	var workers []int
 	for r := range m.World() {
 		if r != 0 || c.Controller == "rank0" {
@@ -159,81 +215,78 @@ func (c *SyncCmd) run(rio *cli.IO, controllerOnly bool) error {
 	if c.Toy == "" {
 		ecfg.TargetLoss = 0
 	}
-	rep := &report{Mode: c.Mode, Rank: m.Rank(), World: m.World(), Probes: c.Probes, TargetLoss: c.TargetLoss, TimeToTarget: -1}
-	stdout := rio.Stdout
-	if c.Emit == "none" {
-		stdout = io.Discard
-	}
-	out := &output{w: wire.NewWriter(stdout, "straggle"), emit: c.Emit, rank: m.Rank(), mode: c.Mode}
-	if src != nil {
-		out.layout, out.stepped = src.layout, src.stepped()
-	}
-	var toy *toyTrainer
-	if c.Toy != "" && !controllerOnly {
-		toy = newToy(dim, c.Sigma, c.LR, c.Seed, m.Rank())
-	}
-	start := time.Now()
-	apply := func(res *engine.Result) float64 {
-		loss := math.NaN()
-		if toy != nil {
-			loss = toy.apply(res.Sum)
-			if rep.TimeToTarget < 0 && c.TargetLoss > 0 && loss <= c.TargetLoss {
-				rep.TimeToTarget = time.Since(start).Seconds()
-				rep.RoundsToTarget = int(res.Round)
-			}
-			rep.FinalLoss = loss
+	return ecfg
+}
+
+// apply is the engine's callback for a finished round: the toy applies the
+// averaged gradient (its loss goes into the report), and the round is
+// written out.
+func (r *rankRun) apply(res *engine.Result) float64 {
+	loss := math.NaN()
+	if r.toy != nil {
+		loss = r.toy.apply(res.Sum)
+		if r.rep.TimeToTarget < 0 && r.c.TargetLoss > 0 && loss <= r.c.TargetLoss {
+			r.rep.TimeToTarget = time.Since(r.start).Seconds()
+			r.rep.RoundsToTarget = int(res.Round)
 		}
-		if err := out.round(res, loss); err != nil {
-			rio.Log.Error("straggle: writing the round failed", "err", err)
-		}
-		return loss
+		r.rep.FinalLoss = loss
 	}
-	if toy != nil && ecfg.Hier {
-		ecfg.Params, ecfg.SetParams = toy.params, toy.setParams
+	if err := r.out.round(res, loss); err != nil {
+		r.rio.Log.Error("straggle: writing the round failed", "err", err)
 	}
-	eng := engine.New(m, ecfg, apply)
-	ctx, cancel := context.WithCancel(rio.Ctx)
+	return loss
+}
+
+// run runs the engine while the trainer computes (a worker), until the
+// rounds end, the input ends or a failure.
+func (r *rankRun) run(model *inject.Model) error {
+	c, m := r.c, r.m
+	r.start = time.Now()
+	r.eng = engine.New(m, r.ecfg, r.apply)
+	ctx, cancel := context.WithCancel(r.rio.Ctx)
 	defer cancel()
-	blocking := mode != engine.ModeRNA
-	var iters iterStats
+	blocking := r.ecfg.Mode != engine.ModeRNA
 	var computeErr error
 	var wg sync.WaitGroup
-	if eng.IsWorker() {
+	if r.eng.IsWorker() {
 		rng := rand.New(rand.NewPCG(c.Seed, uint64(m.Rank())+1))
 		wg.Go(func() {
-			if toy != nil {
-				toy.loop(ctx, eng, model, rng, m.Rank(), blocking, c.Profile, &iters)
-			} else {
-				computeErr = src.loop(ctx, eng, model, rng, m.Rank(), &iters)
-				if computeErr != nil {
-					cancel()
-				}
+			if r.toy != nil {
+				r.toy.loop(ctx, r.eng, model, rng, m.Rank(), blocking, c.Profile, &r.iters)
+			} else if computeErr = r.src.loop(ctx, r.eng, model, rng, m.Rank(), &r.iters); computeErr != nil {
+				cancel()
 			}
 		})
 	}
-	runErr := eng.Run(ctx)
+	runErr := r.eng.Run(ctx)
 	cancel()
 	wg.Wait()
 	if computeErr != nil && !errors.Is(computeErr, context.Canceled) {
-		if !cfgm.Tolerant {
+		if c.Mode == engine.ModeAllreduce {
 			m.Abort(computeErr) // blocking allreduce cannot go on without this rank
 		}
 		return computeErr // a tolerant mesh drops this rank; the others go on
 	}
-	if runErr != nil && !(errors.Is(runErr, context.Canceled) && rio.Ctx.Err() == nil) {
+	if runErr != nil && !(errors.Is(runErr, context.Canceled) && r.rio.Ctx.Err() == nil) {
 		return runErr
 	}
-	// A rank the job dropped (stopped past the heartbeats) can resume, see
-	// every peer gone before it reads rank 0's verdict, take over as
-	// controller and finish alone: its results are not the job's (exit 3).
+	return nil
+}
+
+// finish closes the output and writes the summary (log and --report). A
+// rank the job dropped (stopped past the heartbeats) can resume, see every
+// peer gone before it reads rank 0's verdict, take over as controller and
+// finish alone: its results are not the job's (exit 3).
+func (r *rankRun) finish() error {
+	c, m, rep := r.c, r.m, r.rep
 	if err := m.Err(); err != nil {
 		return err
 	}
-	if err := out.w.Close(); err != nil {
+	if err := r.out.w.Close(); err != nil {
 		return err
 	}
-	rep.fill(eng, &iters, time.Since(start), m)
-	rio.Log.Info("straggle: done", "mode", c.Mode, "rank", m.Rank(), "rounds", rep.Rounds, "round_ms_mean", fmt.Sprintf("%.2f", rep.RoundMsMean),
+	rep.fill(r.eng, &r.iters, time.Since(r.start), m)
+	r.rio.Log.Info("straggle: done", "mode", c.Mode, "rank", m.Rank(), "rounds", rep.Rounds, "round_ms_mean", fmt.Sprintf("%.2f", rep.RoundMsMean),
 		"round_ms_p50", fmt.Sprintf("%.2f", rep.RoundMsP50), "contributors_mean", fmt.Sprintf("%.2f", rep.ContributorsMean), "iterations", rep.Iterations,
 		"time_to_target_s", rep.TimeToTarget, "final_loss", rep.FinalLoss, "alive", m.Alive())
 	if c.Report != "" {
