@@ -136,7 +136,8 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	ctx, cancel := context.WithCancel(rio.Ctx)
 	defer cancel()
 	hc := health.Config{Endpoints: c.Etcd, Run: cfg.Run, Rank: env.Rank, World: env.World, M: c.M, Machine: c.Machine,
-		TTL: c.HeartbeatTTL, Grace: c.Grace, Log: rio.Log}
+		TTL: c.HeartbeatTTL, Grace: c.Grace, Log: rio.Log,
+		OnDecision: func(d health.Decision) { a.OnDecision(d.Kind, d.Ranks) }}
 	if c.Persistent != "" {
 		hc.Persistent = func() (int64, error) {
 			m, err := tier.Latest(c.Persistent, -1)

@@ -25,6 +25,7 @@ func writeJSON(w io.Writer, v any) error {
 type PlanCmd struct {
 	N      int    `name:"N" required:"" help:"Number of machines (ranks holding checkpoints)."`
 	M      int    `name:"m" default:"2" help:"Replicas of each checkpoint, the local one included."`
+	Failed []int  `help:"Failed machines (1-based, comma-separated): also print where the survivors put the temporary copies that restore m copies of each checkpoint (what the agents do after a hardware decision)."`
 	Format string `help:"Output: table, json, or wire (a trainwire plan frame of kind placement)." enum:"table,json,wire" default:"table"`
 }
 
@@ -34,6 +35,9 @@ type planMachine struct {
 	Group    int   `json:"group"`
 	SendsTo  []int `json:"sends_to"`
 	Receives []int `json:"receives_from"`
+	// Extra are the live machines that take a temporary copy of this
+	// machine's checkpoint while --failed are down.
+	Extra []int `json:"extra_copies_on,omitempty"`
 }
 
 type planOut struct {
@@ -52,9 +56,15 @@ func (c *PlanCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return cli.WithCode(cli.ExitUsage, err)
 	}
+	for _, f := range c.Failed {
+		if f < 1 || f > c.N {
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("--failed %d: machines are 1…%d", f, c.N))
+		}
+	}
+	extra := p.Extra(c.Failed)
 	out := planOut{N: c.N, M: c.M, Strategy: p.Strategy, Groups: p.Groups, UniqueSets: p.UniqueSets()}
 	for i := 1; i <= c.N; i++ {
-		out.Machines = append(out.Machines, planMachine{Machine: i, Rank: i - 1, Group: p.GroupOf(i) + 1, SendsTo: p.Sends(i), Receives: p.Receives(i)})
+		out.Machines = append(out.Machines, planMachine{Machine: i, Rank: i - 1, Group: p.GroupOf(i) + 1, SendsTo: p.Sends(i), Receives: p.Receives(i), Extra: extra[i]})
 	}
 	switch c.Format {
 	case "json":
@@ -66,11 +76,12 @@ func (c *PlanCmd) Run(rio *cli.IO) error {
 			pl.Groups = append(pl.Groups, [2]int64{int64(g[0]), int64(g[len(g)-1])})
 		}
 		for _, m := range out.Machines {
-			sends := make([]any, len(m.SendsTo))
-			for i, s := range m.SendsTo {
-				sends[i] = int64(s)
+			sends := anyInts(m.SendsTo)
+			item := map[string]any{"machine": int64(m.Machine), "group": int64(m.Group), "sends_to": sends}
+			if len(m.Extra) > 0 {
+				item["extra_copies_on"] = anyInts(m.Extra)
 			}
-			pl.Items = append(pl.Items, map[string]any{"machine": int64(m.Machine), "group": int64(m.Group), "sends_to": sends})
+			pl.Items = append(pl.Items, item)
 		}
 		if err := w.Write(pl); err != nil {
 			return err
@@ -79,11 +90,27 @@ func (c *PlanCmd) Run(rio *cli.IO) error {
 	}
 	tw := tabwriter.NewWriter(rio.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "N=%d m=%d strategy=%s groups=%v unique holder sets=%d\n", c.N, c.M, p.Strategy, p.Groups, out.UniqueSets)
-	fmt.Fprintln(tw, "machine\trank\tgroup\tsends to\treceives from")
+	head, row := "machine\trank\tgroup\tsends to\treceives from", "%d\t%d\t%d\t%s\t%s"
+	if len(c.Failed) > 0 {
+		head += fmt.Sprintf("\textra copies on (failed %s)", ints(c.Failed))
+	}
+	fmt.Fprintln(tw, head)
 	for _, m := range out.Machines {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", m.Machine, m.Rank, m.Group, ints(m.SendsTo), ints(m.Receives))
+		fmt.Fprintf(tw, row, m.Machine, m.Rank, m.Group, ints(m.SendsTo), ints(m.Receives))
+		if len(c.Failed) > 0 {
+			fmt.Fprintf(tw, "\t%s", ints(m.Extra))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+func anyInts(v []int) []any {
+	out := make([]any, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
 }
 
 func ints(v []int) string {

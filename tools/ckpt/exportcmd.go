@@ -152,11 +152,7 @@ type fileSource struct {
 
 func (f *fileSource) World() int { return len(f.files) }
 func (f *fileSource) Latest(context.Context) (int64, [][]int, error) {
-	where := make([][]int, len(f.files))
-	for i := range where {
-		where[i] = []int{i}
-	}
-	return f.iter, where, nil
+	return f.iter, tier.OwnHolders(len(f.files)), nil
 }
 func (f *fileSource) Fetch(_ context.Context, _, owner int, _ int64, w io.Writer, progress func(int64)) (tier.Fetched, error) {
 	data, err := os.ReadFile(f.files[owner])

@@ -92,10 +92,14 @@ type Agent struct {
 	// current epoch, is complete on every holder.
 	done map[int64]map[int]bool
 	// own is this rank's latest save attempt (nil: none yet).
-	own   *attempt
-	stats Stats
-	tick  ticker
-	tl    *timeline
+	own *attempt
+	// failed are the ranks the root declared failed (hardware) and that
+	// have not come back; rerep wakes the re-replication worker.
+	failed map[int]bool
+	rerep  chan struct{}
+	stats  Stats
+	tick   ticker
+	tl     *timeline
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -157,7 +161,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Run == "" {
 		cfg.Run = "ckpt"
 	}
-	a := &Agent{cfg: cfg, place: p, log: cfg.Log, done: map[int64]map[int]bool{}, inc: newIncarnation(), incs: map[int]uint64{}}
+	a := &Agent{cfg: cfg, place: p, log: cfg.Log, done: map[int64]map[int]bool{}, inc: newIncarnation(), incs: map[int]uint64{},
+		failed: map[int]bool{}, rerep: make(chan struct{}, 1)}
 	if cfg.Timeline != nil {
 		a.tl = &timeline{w: cfg.Timeline}
 	}
@@ -245,6 +250,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		defer a.wg.Done()
 		a.announce()
 		a.heal()
+		a.rereplicateLoop()
 	}()
 	a.acceptLoop(pl, a.servePeer)
 	a.wg.Wait()
@@ -299,6 +305,7 @@ func (a *Agent) markDone(owner int, iter, epoch int64) {
 	}
 	if a.st.SetCommitted(iter, epoch) {
 		a.log.Info("iteration committed: every rank's shard is complete on all its holders", "iter", iter, "epoch", epoch)
+		a.dropExtras(iter)
 	}
 }
 

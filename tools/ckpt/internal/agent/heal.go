@@ -18,26 +18,41 @@ import (
 func (a *Agent) heal() {
 	ctx, cancel := context.WithTimeout(a.ctx, 4*a.cfg.Timeout)
 	defer cancel()
+	a.fetchMissing(ctx, a.held(), "fetched a shard this agent holds from a peer (replication factor restored)",
+		"could not fetch a shard this agent should hold: the next save replicates it again")
+}
+
+// fetchMissing fetches, for each of owners, its shard of the newest
+// committed iteration among the live agents, unless this agent holds it
+// already; ok and fail are the log messages of a copy made or not.
+func (a *Agent) fetchMissing(ctx context.Context, owners []int, ok, fail string) {
 	invs := a.inventories(ctx)
-	iter, epoch := int64(-1), int64(-1)
+	iter, epoch := newestCommitted(invs)
+	if iter < 0 {
+		return
+	}
+	where := holdersOf(invs, iter, epoch, a.cfg.World)
+	for _, owner := range owners {
+		if v := a.st.Get(owner, iter, epoch); v != nil {
+			a.st.Unpin(v)
+			continue
+		}
+		if err := a.fetchHeld(ctx, owner, iter, epoch, where[owner], ok); err != nil {
+			a.log.Warn(fail, "owner", owner, "iter", iter, "err", err)
+		}
+	}
+}
+
+// newestCommitted is the newest committed iteration the live agents of
+// invs report, and the epoch of its attempt (-1, -1: none).
+func newestCommitted(invs []peerInventory) (iter, epoch int64) {
+	iter, epoch = -1, -1
 	for _, in := range invs {
 		if in.err == nil && (in.committed > iter || (in.committed == iter && in.committedEpoch > epoch)) {
 			iter, epoch = in.committed, in.committedEpoch
 		}
 	}
-	if iter < 0 {
-		return
-	}
-	where := holdersOf(invs, iter, epoch, a.cfg.World)
-	for _, owner := range a.held() {
-		if v := a.st.Get(owner, iter, epoch); v != nil {
-			a.st.Unpin(v)
-			continue
-		}
-		if err := a.fetchHeld(ctx, owner, iter, epoch, where[owner]); err != nil {
-			a.log.Warn("could not fetch a shard this agent should hold: the next save replicates it again", "owner", owner, "iter", iter, "err", err)
-		}
-	}
+	return iter, epoch
 }
 
 // held lists the ranks whose shards this agent holds under the placement:
@@ -53,8 +68,9 @@ func (a *Agent) held() []int {
 }
 
 // fetchHeld copies owner's shard of iter (epoch) from the first of from
-// that serves it, and keeps it as a complete version.
-func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, from []int) error {
+// that serves it, and keeps it as a complete version; msg is what the log
+// says of the copy.
+func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, from []int, msg string) error {
 	var errs []error
 	for _, r := range from {
 		if r == a.cfg.Rank {
@@ -72,7 +88,7 @@ func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, fro
 			return err
 		}
 		a.st.Unpin(v)
-		a.log.Info("fetched a shard this agent holds from a peer (replication factor restored)", "owner", owner, "iter", iter, "from", r,
+		a.log.Info(msg, "owner", owner, "iter", iter, "from", r,
 			"bytes", in.Len, "elapsed", time.Since(t0).Round(time.Millisecond))
 		return nil
 	}

@@ -106,6 +106,7 @@ func (a *Agent) observe(from int, meta map[string]string) {
 	a.incs[from] = inc
 	switch {
 	case old != 0 && old != inc:
+		delete(a.failed, from) // back, whatever the root has published yet
 		a.advanceLocked(max(a.epoch, ep)+1, fmt.Sprintf("rank %d's agent was replaced (it restarted with empty memory)", from))
 	case ep > a.epoch:
 		why := meta[kWhy]
@@ -158,6 +159,7 @@ func (a *Agent) currentEpoch() int64 {
 func (a *Agent) learnCommitted(iter, epoch int64, from int) {
 	if a.st.SetCommitted(iter, epoch) {
 		a.log.Debug("committed iteration learned from a peer", "iter", iter, "epoch", epoch, "from", from)
+		a.dropExtras(iter)
 	}
 }
 

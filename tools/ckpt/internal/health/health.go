@@ -49,6 +49,10 @@ type Config struct {
 	// Persistent, if set, returns the latest persisted iteration (for the
 	// lost-group decision).
 	Persistent func() (int64, error)
+	// OnDecision, if set, is given every recovery decision of the run in
+	// the order published: first those already published when Run starts,
+	// then each new one as the root publishes it (WatchDecisions).
+	OnDecision func(Decision)
 	Log        *slog.Logger
 }
 
@@ -110,6 +114,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("etcd %v: %w", cfg.Endpoints, err)
 	}
 	defer cli.Close()
+	if cfg.OnDecision != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			WatchDecisions(ctx, cli, cfg.Run, cfg.OnDecision, cfg.Log)
+		}()
+	}
 	for ctx.Err() == nil {
 		if err := session(ctx, cli, cfg); err != nil && ctx.Err() == nil {
 			cfg.Log.Warn("etcd session ended; re-registering", "err", err)
@@ -342,6 +354,53 @@ func (rs *rootState) publish(d Decision) {
 		return
 	}
 	rs.cfg.Log.Warn("recovery decision", "kind", d.Kind, "ranks", d.Ranks, "action", d.Action, "iter", d.Iter, "since_heartbeat_expired", time.Duration(d.DecidedAt-d.DownAt))
+}
+
+// WatchDecisions gives fn every decision published for run, in order —
+// those already published, then each new one — until ctx ends. If the
+// watch breaks (etcd restarted, history compacted) it reads every
+// decision again from the first: fn must take a replayed sequence (the
+// agents' failed set is rebuilt the same way from it).
+func WatchDecisions(ctx context.Context, cli *clientv3.Client, run string, fn func(Decision), log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := Prefix(run) + "decision/"
+	for ctx.Err() == nil {
+		resp, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		if err == nil {
+			for _, kv := range resp.Kvs {
+				deliver(kv.Value, fn, log)
+			}
+			wc := cli.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+			for wr := range wc {
+				if err = wr.Err(); err != nil {
+					break
+				}
+				for _, ev := range wr.Events {
+					if ev.Type == clientv3.EventTypePut {
+						deliver(ev.Kv.Value, fn, log)
+					}
+				}
+			}
+		}
+		if ctx.Err() == nil {
+			log.Warn("watch of the recovery decisions broke; reading them again", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func deliver(b []byte, fn func(Decision), log *slog.Logger) {
+	var d Decision
+	if err := json.Unmarshal(b, &d); err != nil {
+		log.Warn("unreadable recovery decision in etcd skipped", "err", err)
+		return
+	}
+	fn(d)
 }
 
 // Decisions reads every decision published for run, in order.

@@ -387,3 +387,32 @@ func waitCond(c *sync.Cond, d time.Duration) {
 	c.Wait()
 	t.Stop()
 }
+
+// Drop frees owner's versions older than iter that nobody is reading (a
+// temporary copy superseded by a newer committed iteration) and forgets
+// the slot once both of its versions are gone. It returns the bytes freed.
+func (s *Store) Drop(owner int, iter int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.slots[owner]
+	if sl == nil {
+		return 0
+	}
+	var freed int64
+	for _, v := range sl {
+		if v.pins > 0 || v.State == InProgress || (v.State != Empty && v.Iter >= iter) {
+			continue
+		}
+		if v.buf != nil {
+			freed += v.buf.Cap()
+			_ = v.buf.Close()
+			v.buf = nil
+		}
+		v.State = Empty
+	}
+	s.used -= freed
+	if sl[0].State == Empty && sl[1].State == Empty && sl[0].pins == 0 && sl[1].pins == 0 {
+		delete(s.slots, owner)
+	}
+	return freed
+}

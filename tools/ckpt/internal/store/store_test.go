@@ -168,3 +168,33 @@ func TestAbandonedAttemptReplaced(t *testing.T) {
 		s.Unpin(g)
 	}
 }
+
+// Drop frees a superseded temporary copy, but never one being read, one
+// in progress, or one as new as the iteration named.
+func TestDrop(t *testing.T) {
+	s := New("test", 0)
+	defer s.Close()
+	v := fill(t, s, 3, 1, 7, 4096)
+	if err := s.Seal(v, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Drop(3, 1); n != 0 {
+		t.Fatalf("Drop(3, 1) freed %d bytes of iteration 1 itself", n)
+	}
+	r := s.Get(3, 1, AnyEpoch)
+	if n := s.Drop(3, 2); n != 0 {
+		t.Fatalf("Drop freed %d bytes of a pinned version", n)
+	}
+	s.Unpin(r)
+	if n := s.Drop(3, 2); n != 4096 {
+		t.Fatalf("Drop(3, 2) freed %d bytes, want 4096", n)
+	}
+	if used, _ := s.Used(); used != 0 || s.Get(3, 1, AnyEpoch) != nil || len(s.Inventory()) != 0 {
+		t.Fatalf("after Drop: used %d, inventory %v", used, s.Inventory())
+	}
+	p := fill(t, s, 4, 5, 1, 100)
+	if n := s.Drop(4, 9); n != 0 {
+		t.Fatalf("Drop freed %d bytes of an in-progress version", n)
+	}
+	s.Abort(p)
+}

@@ -11,18 +11,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"trainwire.dev/tools/ckpt/internal/catalog"
 )
 
 // writeManifest writes m as iteration directory d's manifest file and
 // fsyncs it.
-func writeManifest(d string, m *catalog.Manifest) error {
+func writeManifest(fs vfs.FS, d string, m *catalog.Manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	path := filepath.Join(d, catalog.ManifestName)
-	f, err := os.Create(path)
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
 	}
@@ -160,7 +162,7 @@ func Rebuild(ctx context.Context, dir string, o RebuildOptions) (Rebuilt, error)
 			default:
 				m, err = fromShards(dir, e.Name(), it, o.Format)
 				if err == nil {
-					err = writeManifest(filepath.Join(dir, e.Name()), m)
+					err = writeManifest(vfs.Default, filepath.Join(dir, e.Name()), m)
 				}
 				if err == nil {
 					res.FromShards = append(res.FromShards, it)
@@ -248,7 +250,7 @@ func Rebuild(ctx context.Context, dir string, o RebuildOptions) (Rebuilt, error)
 	if err := os.Rename(filepath.Join(tmp, "catalog"), filepath.Join(dir, "catalog")); err != nil {
 		return res, err
 	}
-	return res, fsyncDir(dir)
+	return res, fsyncDir(vfs.Default, dir)
 }
 
 // fromShards makes the manifest of iteration directory name from its

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
@@ -66,6 +67,16 @@ type Source interface {
 	Fetch(ctx context.Context, holder, owner int, iter int64, w io.Writer, progress func(int64)) (Fetched, error)
 }
 
+// OwnHolders is Latest's holder list for a Source of world ranks that
+// serves each rank's shard from that rank only (files, memory).
+func OwnHolders(world int) [][]int {
+	where := make([][]int, world)
+	for r := range where {
+		where[r] = []int{r}
+	}
+	return where
+}
+
 // Fetched describes a shard a Source wrote.
 type Fetched struct {
 	Len    int64
@@ -90,15 +101,33 @@ type Options struct {
 	Rate float64
 	// Progress, if set, is called with bytes done so far.
 	Progress func(done int64)
+	// FS is the file system the shard files, the manifest and the
+	// iteration directories are written through (nil: the operating
+	// system's); tests inject faults with pebble's errorfs. The catalog
+	// itself is always on the operating system's.
+	FS vfs.FS
 }
 
-func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
+func (o Options) fs() vfs.FS {
+	if o.FS == nil {
+		return vfs.Default
+	}
+	return o.FS
+}
+
+func fsyncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync of directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // Cleanup removes what a killed writer left: temporary directories and,
@@ -107,17 +136,21 @@ func fsyncDir(dir string) error {
 // persist killed between its rename and the catalog, or one a damaged
 // catalog lost), and `ckpt catalog rebuild` can publish it. Hold the lock.
 func Cleanup(dir string, named map[int64]bool, iterDirs bool) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+	return cleanup(vfs.Default, dir, named, iterDirs)
+}
+
+func cleanup(fs vfs.FS, dir string, named map[int64]bool, iterDirs bool) ([]string, error) {
+	ents, err := fs.List(dir)
 	if err != nil {
 		return nil, err
 	}
+	sort.Strings(ents)
 	var gone []string
-	for _, e := range ents {
-		n := e.Name()
+	for _, n := range ents {
 		it, isIter := catalog.ParseIterDir(n)
 		isIter = isIter && iterDirs
 		if strings.HasPrefix(n, ".tmp-") || (isIter && !named[it]) {
-			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			if err := fs.RemoveAll(filepath.Join(dir, n)); err != nil {
 				return gone, err
 			}
 			gone = append(gone, n)
@@ -202,7 +235,8 @@ func (r *rateWriter) Write(p []byte) (int, error) {
 // already names that iteration, it does nothing (idempotent). An error
 // that is the agents' (see ErrUnavailable) matches errors.Is(err,
 // ErrUnavailable); a failure to write dir stops at once, without trying
-// the next holder, and publishes nothing.
+// the next holder, and publishes nothing: the iterations published before
+// stay as they were.
 func Persist(ctx context.Context, dir string, src Source, o Options) (Result, error) {
 	iter, where, err := src.Latest(ctx)
 	if err != nil {
@@ -220,80 +254,27 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 	if named[iter] {
 		return Result{Iter: iter, Skipped: true}, nil
 	}
-	if _, err := Cleanup(dir, named, false); err != nil {
+	fs := o.fs()
+	if _, err := cleanup(fs, dir, named, false); err != nil {
 		return Result{}, err
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".tmp-%s-%d", catalog.DirName(iter), os.Getpid()))
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	if err := fs.MkdirAll(tmp, 0o755); err != nil {
 		return Result{}, err
 	}
 	m := &catalog.Manifest{Iter: iter, World: src.World(), Run: o.Run, Created: time.Now().UTC(), Tags: o.Tags}
-	rw := &rateWriter{rate: o.Rate, start: time.Now(), ctx: ctx}
-	var base int64
+	sw := &shardWriter{ctx: ctx, fs: fs, src: src, o: o, rw: &rateWriter{rate: o.Rate, start: time.Now(), ctx: ctx}}
 	for owner, hs := range where {
-		name := catalog.ShardName(owner)
-		path := filepath.Join(tmp, name)
-		var errs []error
-		var got Fetched
-		ok := false
-		for _, h := range hs {
-			f, err := os.Create(path)
-			if err != nil {
-				_ = os.RemoveAll(tmp)
-				return Result{}, err
-			}
-			rw.w, rw.werr = f, nil
-			prog := func(n int64) {
-				if o.Progress != nil {
-					o.Progress(base + n)
-				}
-			}
-			got, err = src.Fetch(ctx, h, owner, iter, rw, prog)
-			local := rw.werr // the disk failed, not the sender
-			if err == nil {
-				local = f.Sync()
-				err = local
-			}
-			if cerr := f.Close(); err == nil && cerr != nil {
-				local, err = cerr, cerr
-			}
-			if local != nil {
-				_ = os.RemoveAll(tmp)
-				return Result{}, fmt.Errorf("writing rank %d's shard of iteration %d to %s: %w", owner, iter, path, local)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("from rank %d: %w", h, err))
-				if ctx.Err() != nil {
-					break
-				}
-				continue
-			}
-			ok = true
-			break
+		s, err := sw.write(tmp, owner, iter, hs, m.Bytes)
+		if err != nil {
+			_ = fs.RemoveAll(tmp)
+			return Result{}, err
 		}
-		if !ok {
-			_ = os.RemoveAll(tmp)
-			return Result{}, agentsErr(ctx, fmt.Errorf("rank %d's shard of iteration %d: %w", owner, iter, errors.Join(errs...)))
-		}
-		base += got.Len
-		m.Bytes += got.Len
-		m.Shards = append(m.Shards, catalog.Shard{Rank: owner, File: filepath.Join(catalog.DirName(iter), name), Len: got.Len, CRC32C: got.CRC32C, XXH3: got.XXH3, Format: got.Format})
+		m.Bytes += s.Len
+		m.Shards = append(m.Shards, s)
 	}
-	if err := writeManifest(tmp, m); err != nil {
-		_ = os.RemoveAll(tmp)
-		return Result{}, err
-	}
-	if err := fsyncDir(tmp); err != nil {
-		return Result{}, err
-	}
-	final := filepath.Join(dir, catalog.DirName(iter))
-	if err := os.RemoveAll(final); err != nil { // unpublished leftovers
-		return Result{}, err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return Result{}, err
-	}
-	if err := fsyncDir(dir); err != nil {
+	if err := place(fs, dir, tmp, m); err != nil {
+		_ = fs.RemoveAll(tmp)
 		return Result{}, err
 	}
 	// Last: the catalog names it (one synced batch).
@@ -306,6 +287,76 @@ func Persist(ctx context.Context, dir string, src Source, o Options) (Result, er
 		return Result{}, err
 	}
 	return Result{Iter: iter, Bytes: m.Bytes, Shards: len(m.Shards)}, nil
+}
+
+// place writes m's manifest into tmp, fsyncs it and renames it to its
+// iteration directory, fsyncing dir.
+func place(fs vfs.FS, dir, tmp string, m *catalog.Manifest) error {
+	if err := writeManifest(fs, tmp, m); err != nil {
+		return err
+	}
+	if err := fsyncDir(fs, tmp); err != nil {
+		return err
+	}
+	final := filepath.Join(dir, catalog.DirName(m.Iter))
+	if err := fs.RemoveAll(final); err != nil { // unpublished leftovers
+		return err
+	}
+	if err := fs.Rename(tmp, final); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", tmp, final, err)
+	}
+	return fsyncDir(fs, dir)
+}
+
+// shardWriter writes the shards of one Persist.
+type shardWriter struct {
+	ctx context.Context
+	fs  vfs.FS
+	src Source
+	o   Options
+	rw  *rateWriter
+}
+
+// write fetches owner's shard of iter from the first of holders that
+// sends it whole into tmp, fsynced; base is the bytes done before it. A
+// failure of the file system stops at once; a holder's failure tries the
+// next.
+func (sw *shardWriter) write(tmp string, owner int, iter int64, holders []int, base int64) (catalog.Shard, error) {
+	name := catalog.ShardName(owner)
+	path := filepath.Join(tmp, name)
+	var errs []error
+	prog := func(n int64) {
+		if sw.o.Progress != nil {
+			sw.o.Progress(base + n)
+		}
+	}
+	for _, h := range holders {
+		f, err := sw.fs.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return catalog.Shard{}, fmt.Errorf("creating %s: %w", path, err)
+		}
+		sw.rw.w, sw.rw.werr = f, nil
+		got, err := sw.src.Fetch(sw.ctx, h, owner, iter, sw.rw, prog)
+		local := sw.rw.werr // the disk failed, not the sender
+		if err == nil {
+			local = f.Sync()
+			err = local
+		}
+		if cerr := f.Close(); err == nil && cerr != nil {
+			local, err = cerr, cerr
+		}
+		if local != nil {
+			return catalog.Shard{}, fmt.Errorf("writing rank %d's shard of iteration %d to %s: %w", owner, iter, path, local)
+		}
+		if err == nil {
+			return catalog.Shard{Rank: owner, File: filepath.Join(catalog.DirName(iter), name), Len: got.Len, CRC32C: got.CRC32C, XXH3: got.XXH3, Format: got.Format}, nil
+		}
+		errs = append(errs, fmt.Errorf("from rank %d: %w", h, err))
+		if sw.ctx.Err() != nil {
+			break
+		}
+	}
+	return catalog.Shard{}, agentsErr(sw.ctx, fmt.Errorf("rank %d's shard of iteration %d: %w", owner, iter, errors.Join(errs...)))
 }
 
 // Problem is one shard that failed verification.
