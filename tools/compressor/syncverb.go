@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"time"
@@ -28,6 +29,8 @@ type SyncCmd struct {
 
 	Average bool   `help:"Divide every sum by the world size (after summing: sum · float32(1/world))." env:"TRAINWIRE_AVERAGE"`
 	Stats   string `help:"Write a stats frame per tensor (or group) and step to this file (- for stderr): bytes sent and received per phase, times." type:"path" env:"TRAINWIRE_STATS"`
+
+	CPUProfile string `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
 }
 
 // fusing is a fusion group being collected from the input.
@@ -49,6 +52,17 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	hello = append(hello, fmt.Sprint("average=", c.Average))
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var statsW *wire.Writer
 	if c.Stats != "" {
 		var out io.Writer = rio.Stderr
