@@ -44,6 +44,13 @@ func (c *Comm) reduceBytes(ctx context.Context, name string, op uint32, data []b
 	if elem <= 0 || len(data)%elem != 0 {
 		return fmt.Errorf("collective: %s: %d bytes are not elements of %d", name, len(data), elem)
 	}
+	L, n := len(data)/elem, c.m.World()
+	return c.reduceChunks(ctx, name, op, data, elem, func(k int) (int, int) { return Chunk(L, n, k) }, reduce, gather)
+}
+
+// reduceChunks is the ring of reduceBytes over the chunks bounds gives
+// (element bounds of chunk k, ascending and covering data).
+func (c *Comm) reduceChunks(ctx context.Context, name string, op uint32, data []byte, elem int, bounds func(k int) (int, int), reduce Reducer, gather bool) error {
 	n := c.m.World()
 	if n == 1 {
 		return ctx.Err()
@@ -55,19 +62,23 @@ func (c *Comm) reduceBytes(ctx context.Context, name string, op uint32, data []b
 	defer stop()
 	tag := c.tag(op)
 	next, prev := mod(c.m.Rank()+1, n), mod(c.m.Rank()-1, n)
-	L := len(data) / elem
 	// Segments of about c.seg·4 bytes, in whole elements.
 	segE := max(4*c.seg/elem, 1)
 	nseg := func(k int) int {
-		lo, hi := Chunk(L, n, k)
+		lo, hi := bounds(k)
 		return (hi - lo + segE - 1) / segE
 	}
 	seg := func(k, j int) []byte {
-		lo, hi := Chunk(L, n, k)
+		lo, hi := bounds(k)
 		a := lo + j*segE
 		return data[elem*a : elem*min(a+segE, hi)]
 	}
-	tmp := make([]byte, elem*min(segE, (L+n-1)/n))
+	biggest := 0
+	for k := range n {
+		lo, hi := bounds(k)
+		biggest = max(biggest, hi-lo)
+	}
+	tmp := make([]byte, elem*min(segE, biggest))
 	phase := func(t int) *mesh.Phase {
 		if t < n-1 {
 			return c.rs

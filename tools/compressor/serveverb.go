@@ -136,6 +136,8 @@ func (e *executor) Sync(ctx context.Context, req *serve.Request, data [][]byte) 
 	for i, t := range req.Tensors {
 		index[t.Name] = i
 	}
+	var groups [][]int
+	var gs []csync.Group
 	for i := range req.Tensors {
 		if done[i] {
 			continue
@@ -154,6 +156,7 @@ func (e *executor) Sync(ctx context.Context, req *serve.Request, data [][]byte) 
 		}
 		ts := make([]csync.Tensor, len(idx))
 		for k, j := range idx {
+			done[j] = true
 			t := &req.Tensors[j]
 			shape := t.Shape
 			if len(shape) == 0 {
@@ -164,20 +167,24 @@ func (e *executor) Sync(ctx context.Context, req *serve.Request, data [][]byte) 
 				ts[k].Data = append([]float32(nil), ts[k].Data...)
 			}
 		}
-		res, _, err := e.rn.SyncGroup(ctx, req.Step, ts)
-		if err != nil {
-			var me *csync.MismatchError
-			if errors.As(err, &me) {
-				return &mismatch{err: err, m: &serve.MismatchError{Seq: -1, Rank: me.Rank, Theirs: me.Field + " " + me.Theirs, Mine: me.Field + " " + me.Mine}}
-			}
-			return fmt.Errorf("tensor %q (#%d): %w", req.Tensors[i].Name, i, err)
+		groups = append(groups, idx)
+		gs = append(gs, csync.Group{Step: req.Step, Tensors: ts})
+	}
+	// One batch per request: one agreement, the buckets pipelined.
+	res, _, err := e.rn.SyncGroups(ctx, gs)
+	if err != nil {
+		var me *csync.MismatchError
+		if errors.As(err, &me) {
+			return &mismatch{err: err, m: &serve.MismatchError{Seq: -1, Rank: me.Rank, Theirs: me.Field + " " + me.Theirs, Mine: me.Field + " " + me.Mine}}
 		}
+		return err
+	}
+	for g, idx := range groups {
 		for k, j := range idx {
-			done[j] = true
 			if req.Average {
-				tensor.Scale(res[k], 1/float32(e.world))
+				tensor.Scale(res[g][k], 1/float32(e.world))
 			}
-			tensor.EncodeLE(data[j], res[k])
+			tensor.EncodeLE(data[j], res[g][k])
 		}
 	}
 	if req.Opts[OptSaveState] {

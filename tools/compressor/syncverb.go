@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
+	"runtime/pprof"
 	"sort"
-	"time"
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/mesh"
-	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/compressor/internal/csync"
 )
@@ -27,7 +25,9 @@ type SyncCmd struct {
 	SyncFlags `embed:""`
 
 	Average bool   `help:"Divide every sum by the world size (after summing: sum · float32(1/world))." env:"TRAINWIRE_AVERAGE"`
-	Stats   string `help:"Write a stats frame per tensor (or group) and step to this file (- for stderr): bytes sent and received per phase, times." type:"path" env:"TRAINWIRE_STATS"`
+	Stats   string `help:"Write a stats frame per batch (a step's tensors, synced together) to this file (- for stderr): bytes sent and received per phase, times, units." type:"path" env:"TRAINWIRE_STATS"`
+
+	CPUProfile string `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
 }
 
 // fusing is a fusion group being collected from the input.
@@ -49,6 +49,17 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	hello = append(hello, fmt.Sprint("average=", c.Average))
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var statsW *wire.Writer
 	if c.Stats != "" {
 		var out io.Writer = rio.Stderr
@@ -80,176 +91,19 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	rank, world := m.Rank(), m.World()
 	rio.Log.Debug("sync: mesh up", "rank", rank, "world", world, "transport", m.Transport())
 
-	// The reader decodes frame i+1 while tensor i is on the network.
-	type item struct {
-		f   wire.Frame
-		err error
-	}
-	items := make(chan item, 1)
 	ctx, cancel := context.WithCancel(rio.Ctx)
 	defer cancel()
-	go func() {
-		defer close(items)
-		rd := wire.NewReader(rio.Stdin, c.Limits())
-		for {
-			f, err := rd.NextFrame()
-			if err == io.EOF {
-				return
-			}
-			switch f.(type) {
-			case *wire.Header, *wire.End:
-				continue
-			}
-			if err != nil {
-				err = cli.WithCode(cli.ExitBadInput, fmt.Errorf("sync: input: %w", err))
-			}
-			select {
-			case items <- item{f, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-
+	rd := startReader(ctx, rio.Stdin, c.Limits())
 	w := wire.NewWriter(rio.Stdout, "compressor sync")
-	groups := map[int]*fusing{}
-	total := map[string]int64{}
-	var syncTime time.Duration
-	n := 0
-	bad := func(err error) error {
-		m.Abort(fmt.Errorf("rank %d: bad input: %w", rank, err))
-		return cli.WithCode(cli.ExitBadInput, err)
-	}
-	syncGroup := func(step int64, frames []*wire.Dense) error {
-		ts := make([]csync.Tensor, len(frames))
-		for i, d := range frames {
-			x, err := d.F32()
-			if err != nil {
-				return bad(err)
-			}
-			ts[i] = csync.Tensor{Name: d.Name, Shape: d.Shape, Data: x}
-		}
-		t0 := time.Now()
-		res, st, err := rn.SyncGroup(ctx, step, ts)
-		if err != nil {
-			return err
-		}
-		syncTime += time.Since(t0)
-		for i, d := range frames {
-			if c.Average {
-				tensor.Scale(res[i], 1/float32(world))
-			}
-			out := wire.NewDenseF32(d.Name, res[i], d.Shape...)
-			out.Step, out.Rank = d.Step, int64(rank)
-			if err := w.Write(out); err != nil {
-				return err
-			}
-		}
-		for ph, b := range st.Sent {
-			total[ph] += b
-		}
-		if statsW != nil {
-			names := make([]string, len(frames))
-			for i, d := range frames {
-				names[i] = d.Name
-			}
-			if err := statsW.Write(csync.StatsFrame(csync.GroupName(names), step, rank, st)); err != nil {
-				return err
-			}
-			if err := statsW.Flush(); err != nil {
-				return err
-			}
-		}
-		n++
-		return w.Flush()
-	}
-	// A peer that dies while this rank waits for input must still end it.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-loop:
-	for {
-		var it item
-		var ok bool
-		select {
-		case it, ok = <-items:
-		case <-tick.C:
-			if err := m.Err(); err != nil {
-				return fmt.Errorf("sync: waiting for input: %w", err)
-			}
-			continue
-		}
-		if !ok {
-			break loop
-		}
-		if it.err != nil {
-			return bad(it.err)
-		}
-		switch f := it.f.(type) {
-		case *wire.StepEnd:
-			if err := unfinished(groups); err != nil {
-				return bad(fmt.Errorf("sync: step %d ended: %w", f.Step, err))
-			}
-			if err := w.EndStep(f.Step); err != nil {
-				return err
-			}
-			if statsW != nil {
-				if err := statsW.EndStep(f.Step); err != nil {
-					return err
-				}
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-		case *wire.Dense:
-			if f.DType != wire.F32 {
-				return bad(fmt.Errorf("sync: tensor %q is %s, want f32", f.Name, f.DType))
-			}
-			g, members, fused, err := rn.Plan.GroupOf(f.Name)
-			if err != nil {
-				return bad(err)
-			}
-			if !fused {
-				if err := syncGroup(f.Step, []*wire.Dense{f}); err != nil {
-					return err
-				}
-				continue
-			}
-			p := groups[g]
-			if p == nil {
-				p = &fusing{members: members, got: map[string]*wire.Dense{}, step: f.Step}
-				groups[g] = p
-			}
-			if _, dup := p.got[f.Name]; dup {
-				return bad(fmt.Errorf("sync: tensor %q twice in a step", f.Name))
-			}
-			if f.Step != p.step {
-				return bad(fmt.Errorf("sync: tensor %q is step %d, the rest of its fusion group step %d", f.Name, f.Step, p.step))
-			}
-			p.got[f.Name] = f
-			if len(p.got) < len(p.members) {
-				continue
-			}
-			delete(groups, g)
-			frames := make([]*wire.Dense, len(p.members))
-			for i, name := range p.members {
-				frames[i] = p.got[name]
-			}
-			if err := syncGroup(p.step, frames); err != nil {
-				return err
-			}
-		default:
-			return bad(fmt.Errorf("sync: input frame %s: compressor sync reads dense f32 tensor frames", it.f.Type()))
-		}
-	}
-	if err := unfinished(groups); err != nil {
-		return bad(fmt.Errorf("sync: input ended: %w", err))
+	lp := &syncLoop{c: c, rn: rn, m: m, w: w, statsW: statsW, rank: rank, world: world,
+		groups: map[int]*fusing{}, total: map[string]int64{}}
+	if err := lp.run(ctx, rd); err != nil {
+		return err
 	}
 	if err := s.Finish(ctx); err != nil {
 		return err
 	}
+	total, syncTime, n := lp.total, lp.syncTime, lp.n
 	if err := w.Close(); err != nil {
 		return err
 	}
@@ -274,24 +128,4 @@ loop:
 		}
 	}
 	return m.Close()
-}
-
-// incomplete names a fusion group some of whose tensors have not come.
-func unfinished(groups map[int]*fusing) error {
-	if len(groups) == 0 {
-		return nil
-	}
-	gs := make([]int, 0, len(groups))
-	for g := range groups {
-		gs = append(gs, g)
-	}
-	slices.Sort(gs)
-	p := groups[gs[0]]
-	var missing []string
-	for _, name := range p.members {
-		if _, ok := p.got[name]; !ok {
-			missing = append(missing, name)
-		}
-	}
-	return fmt.Errorf("fusion group %d (%s) is missing %d of its %d tensors: %v", gs[0], csync.GroupName(p.members), len(missing), len(p.members), missing)
 }

@@ -5,20 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/tensor"
 	"trainwire.dev/lib/wire"
 )
-
-// dense: the ring allreduce of the uncompressed tensor.
-func (s *Syncer) dense(ctx context.Context, u *Unit) ([]float32, error) {
-	x := tensor.Alloc(len(u.Data))
-	copy(x, u.Data)
-	return x, s.comm.AllReduce(ctx, x)
-}
 
 func (s *Syncer) input(u *Unit) codec.Input {
 	return codec.Input{Name: u.Name, Step: u.Step, Shape: u.Shape, Data: u.Data}
@@ -30,78 +22,6 @@ func checkSize(name string, got int, want int64) error {
 		return fmt.Errorf("tensor %q: the codec wrote %d payload bytes, its layout says %d", name, got, want)
 	}
 	return nil
-}
-
-// allgather: every rank's payload to every rank; each decoded and added
-// in rank order (this rank's own from its decoded encoding).
-func (s *Syncer) allgather(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
-	shape := u.shape()
-	f, sent, err := s.encode(sp, "", s.input(u), st)
-	if err != nil {
-		return nil, err
-	}
-	mine := payload(f)
-	size, err := s.size(sp.Codec, shape, u.Step)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSize(u.Name, len(mine), size); err != nil {
-		return nil, s.local(err)
-	}
-	counts, err := s.counts(ctx, size >= 0, []int{len(mine)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, sum(counts))
-	if err := s.comm.AllGatherVBytes(ctx, mine, counts, out); err != nil {
-		return nil, err
-	}
-	off := offsetsOf(counts)
-	acc := tensor.Alloc(len(u.Data))
-	var scratch []float32
-	for p := range s.n {
-		if p == s.r {
-			tensor.Add(acc, sent)
-			continue
-		}
-		fp, err := s.frameOf(sp.Codec, u.Name, u.Step, shape, p, out[off[p]:off[p+1]])
-		if err != nil {
-			return nil, err
-		}
-		if err := s.addFrame(acc, fp, &scratch, p); err != nil {
-			return nil, err
-		}
-	}
-	return acc, nil
-}
-
-// ring: the ring allreduce on the encoded bytes.
-func (s *Syncer) ring(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
-	shape := u.shape()
-	f, _, err := s.encode(sp, "", s.input(u), st)
-	if err != nil {
-		return nil, err
-	}
-	b := slices.Clone(payload(f))
-	size, err := s.size(sp.Codec, shape, u.Step)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSize(u.Name, len(b), size); err != nil {
-		return nil, s.local(err)
-	}
-	elem, red := 4, collective.Reducer(AddF32LE)
-	if a := sp.Codec.Algo(); a == "fp16" || a == "bf16" {
-		elem, red = 2, HalfReducer(a)
-	}
-	if err := s.comm.AllReduceBytes(ctx, b, elem, red); err != nil {
-		return nil, err
-	}
-	fr, err := s.frameOf(sp.Codec, u.Name, u.Step, shape, -1, b)
-	if err != nil {
-		return nil, err
-	}
-	return codec.DecodeLimit(fr, tensor.Alloc(len(u.Data)), s.MaxBytes)
 }
 
 // AddF32LE is the ring's ⊕ for little-endian f32 values: dst += src.
@@ -364,48 +284,4 @@ func (s *Syncer) rsag(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float
 		}
 	}
 	return result, nil
-}
-
-// powersgd: P = M·Q all-reduced, orthonormalised; Q = Mᵀ·P̂ all-reduced;
-// the result P̂·(ΣQ)ᵀ. This rank's error feedback keeps M − P̂·Q_rᵀ (its
-// own share of the result); ΣQ is every rank's next warm start. Vectors
-// (and matrices with a dimension of 1) are all-reduced uncompressed.
-func (s *Syncer) powersgd(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
-	pl, err := codec.PowerSGDPlanFor(sp.Codec, u.shape())
-	if err != nil {
-		return nil, err
-	}
-	mem, err := codec.NewMemory(sp.Memory, sp.MemOpts)
-	if err != nil {
-		return nil, s.local(err)
-	}
-	if err := codec.CheckFinite(u.Name, u.Data); err != nil {
-		return nil, s.local(err)
-	}
-	state := s.Store.Get(u.Name)
-	M := mem.Compensate(state, u.Data)
-	none := &wire.Compressed{}
-	if !pl.Matrix {
-		x := tensor.Alloc(len(M))
-		copy(x, M)
-		mem.Update(state, M, M, none)
-		return x, s.comm.AllReduce(ctx, x)
-	}
-	q := pl.WarmQ(u.Name, state)
-	P := pl.P(M, q)
-	if err := s.comm.AllReduce(ctx, P); err != nil {
-		return nil, err
-	}
-	pl.Orthonormalize(P)
-	Q := pl.Q(M, P)
-	sent := make([]float32, len(M))
-	pl.Decode(sent, P, Q)
-	mem.Update(state, M, sent, none)
-	if err := s.comm.AllReduce(ctx, Q); err != nil {
-		return nil, err
-	}
-	pl.SetQ(state, Q)
-	out := tensor.Alloc(len(M))
-	pl.Decode(out, P, Q)
-	return out, nil
 }

@@ -15,15 +15,14 @@ package csync
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"trainwire.dev/lib/codec"
@@ -195,7 +194,15 @@ type Syncer struct {
 	// MaxBytes bounds a tensor decoded from a peer's frame (--max-payload).
 	MaxBytes int64
 
-	layouts map[string][]wire.Part
+	// BucketBytes bounds a bucket's input (SyncBatch); 0 is
+	// DefaultBucketBytes.
+	BucketBytes int
+
+	layouts  map[string][]wire.Part
+	layoutMu sync.Mutex
+	// storeMu guards Store: the encodes of one bucket run while the
+	// previous one is exchanged.
+	storeMu sync.Mutex
 }
 
 // New returns a Syncer on m after the handshake: every rank must pass the
@@ -248,84 +255,6 @@ func (s *Syncer) local(err error) error {
 	return &LocalError{err}
 }
 
-// agree checks that every rank passes the same fields: a 32-byte digest
-// allgathered under phase "meta", and only when the digests differ, the
-// fields themselves, to name the first one that differs.
-func (s *Syncer) agree(ctx context.Context, what string, fields []string) error {
-	text := []byte(strings.Join(fields, "\n"))
-	sum := sha256.Sum256(text)
-	all := make([]byte, 32*s.n)
-	counts := make([]int, s.n)
-	for i := range counts {
-		counts[i] = 32
-	}
-	if err := s.meta.AllGatherVBytes(ctx, sum[:], counts, all); err != nil {
-		return err
-	}
-	same := true
-	for p := range s.n {
-		if string(all[32*p:32*p+32]) != string(sum[:]) {
-			same = false
-		}
-	}
-	if same {
-		return nil
-	}
-	// Every rank saw the same digests, so every rank is here.
-	lens := make([]byte, 8*s.n)
-	for i := range counts {
-		counts[i] = 8
-	}
-	const maxText = 1 << 20
-	if len(text) > maxText {
-		text = text[:maxText]
-	}
-	if err := s.meta.AllGatherVBytes(ctx, binary.LittleEndian.AppendUint64(nil, uint64(len(text))), counts, lens); err != nil {
-		return err
-	}
-	total := 0
-	for p := range s.n {
-		l := binary.LittleEndian.Uint64(lens[8*p:])
-		if l > maxText {
-			return fmt.Errorf("%s: rank %d describes its tensor in %d bytes (at most %d)", what, p, l, maxText)
-		}
-		counts[p] = int(l)
-		total += int(l)
-	}
-	texts := make([]byte, total)
-	if err := s.meta.AllGatherVBytes(ctx, text, counts, texts); err != nil {
-		return err
-	}
-	off := 0
-	for p := range s.n {
-		theirs := strings.Split(string(texts[off:off+counts[p]]), "\n")
-		off += counts[p]
-		if p == s.r {
-			continue
-		}
-		for i := range max(len(fields), len(theirs)) {
-			mine, t := "(missing)", "(missing)"
-			if i < len(fields) {
-				mine = fields[i]
-			}
-			if i < len(theirs) {
-				t = theirs[i]
-			}
-			if mine == t {
-				continue
-			}
-			key, mv, ok := strings.Cut(mine, "=")
-			if !ok {
-				key, _, _ = strings.Cut(t, "=")
-			}
-			_, tv, _ := strings.Cut(t, "=")
-			return &MismatchError{Msg: fmt.Sprintf("%s: rank %d has %s %s, this rank (%d) has %s: every rank must sync the same tensors in the same order with the same flags",
-				what, p, key, tv, s.r, mv), Rank: p, Field: key, Theirs: tv, Mine: mv}
-		}
-	}
-	return nil
-}
-
 // Finish checks that every rank's input ended here too (a rank with more
 // tensors than the others fails every rank, naming it).
 func (s *Syncer) Finish(ctx context.Context) error {
@@ -333,64 +262,14 @@ func (s *Syncer) Finish(ctx context.Context) error {
 	return s.agree(ctx, fmt.Sprintf("tensor #%d", s.seq), []string{"tensor=(end of its input)"})
 }
 
-// Sync synchronises one unit with spec sp (resolved) and returns the sum
-// over the ranks, a fresh slice. u.Data is not modified.
+// Sync synchronises one unit with spec sp and returns the sum over the
+// ranks, a fresh slice (SyncBatch of one unit). u.Data is not modified.
 func (s *Syncer) Sync(ctx context.Context, u *Unit, sp Spec) ([]float32, *Stats, error) {
-	s.seq++
-	sp, err := sp.Resolve()
+	outs, st, err := s.SyncBatch(ctx, []*Unit{u}, []Spec{sp})
 	if err != nil {
 		return nil, nil, err
 	}
-	shape := u.shape()
-	if d, err := wire.Numel(shape); err != nil || d != int64(len(u.Data)) {
-		return nil, nil, s.local(fmt.Errorf("tensor %q: shape %v does not hold %d elements", u.Name, shape, len(u.Data)))
-	}
-	// A NaN or Inf is agreed on too: every rank then fails with a
-	// mismatch naming the rank that has it, instead of the one rank
-	// aborting the job.
-	input := "finite"
-	if err := codec.CheckFinite(u.Name, u.Data); err != nil {
-		input = "not finite (" + err.Error() + ")"
-	}
-	fields := append([]string{"tensor=" + u.Name, fmt.Sprint("step=", u.Step), fmt.Sprint("shape=", shape), "input=" + input}, sp.Fields()...)
-	if err := s.agree(ctx, fmt.Sprintf("tensor #%d (%q)", s.seq, u.Name), fields); err != nil {
-		return nil, nil, err
-	}
-	if input != "finite" { // the same on every rank: all of them refuse it
-		return nil, nil, &MismatchError{Msg: fmt.Sprintf("tensor #%d (%q): every rank's input is %s here", s.seq, u.Name, input), Rank: s.r, Field: "input", Theirs: input, Mine: input}
-	}
-	before := s.m.Counters()
-	st := &Stats{Collective: sp.Collective, Times: map[string]float64{}}
-	t0 := time.Now()
-	var out []float32
-	switch sp.Collective {
-	case Dense:
-		out, err = s.dense(ctx, u)
-	case AllGather:
-		out, err = s.allgather(ctx, u, sp, st)
-	case Ring:
-		out, err = s.ring(ctx, u, sp, st)
-	case Partitioned, A2AAG, A2ADense:
-		out, err = s.partitioned(ctx, u, sp, st)
-	case RSAG:
-		out, err = s.rsag(ctx, u, sp, st)
-	case PowerSGD:
-		out, err = s.powersgd(ctx, u, sp, st)
-	}
-	if err != nil {
-		var fe *codec.FrameError
-		var le *LocalError
-		var pe *mesh.PeerError
-		if errors.As(err, &fe) && !errors.As(err, &le) && !errors.As(err, &pe) {
-			// A peer's frame that does not decode: every rank decodes the
-			// same bytes, but abort so that none waits.
-			s.m.Abort(fmt.Errorf("rank %d: %w", s.r, err))
-		}
-		return nil, nil, fmt.Errorf("tensor %q (#%d, %s): %w", u.Name, s.seq, sp.Collective, err)
-	}
-	st.Times["total"] = time.Since(t0).Seconds()
-	st.Sent, st.Recv = diff(before, s.m.Counters())
-	return out, st, nil
+	return outs[0], st, nil
 }
 
 func diff(before, after mesh.Counters) (sent, recv map[string]int64) {
@@ -429,7 +308,9 @@ func (s *Syncer) encode(sp Spec, point string, in codec.Input, st *Stats) (*wire
 		return nil, nil, s.local(err)
 	}
 	in.Rank = int64(s.r)
+	s.storeMu.Lock()
 	f, sent, err := enc.Encode(in)
+	s.storeMu.Unlock()
 	if err != nil {
 		return nil, nil, s.local(err)
 	}
@@ -458,6 +339,8 @@ func (s *Syncer) layout(c codec.Codec, shape []int64, step int64) ([]wire.Part, 
 	if c.Algo() == "threshold" {
 		return nil, nil
 	}
+	s.layoutMu.Lock()
+	defer s.layoutMu.Unlock()
 	stepKey := int64(0)
 	if c.Algo() == "dgc" { // warm-up: k depends on the step
 		stepKey = step

@@ -64,38 +64,79 @@ func (rn *Runner) SpecFor(ts []Tensor) (Spec, error) {
 	return sp, nil
 }
 
+// Group is one fusion group's tensors (or one tensor) at a step.
+type Group struct {
+	Step    int64
+	Tensors []Tensor
+}
+
+// unit is the group as one unit: its tensor, or its tensors concatenated
+// under GroupName.
+func (g Group) unit() *Unit {
+	u := &Unit{Step: g.Step}
+	ts := g.Tensors
+	if len(ts) == 1 {
+		u.Name, u.Shape, u.Data = ts[0].Name, ts[0].Shape, ts[0].Data
+		return u
+	}
+	names := make([]string, len(ts))
+	n := 0
+	for i, t := range ts {
+		names[i] = t.Name
+		n += len(t.Data)
+	}
+	u.Name = GroupName(names)
+	u.Data = make([]float32, 0, n)
+	for _, t := range ts {
+		u.Data = append(u.Data, t.Data...)
+	}
+	return u
+}
+
 // SyncGroup syncs the tensors of one group (or one tensor) at step and
 // returns each one's sum over the ranks.
 func (rn *Runner) SyncGroup(ctx context.Context, step int64, ts []Tensor) ([][]float32, *Stats, error) {
-	sp, err := rn.SpecFor(ts)
-	if err != nil {
-		return nil, nil, rn.S.local(err)
-	}
-	u := &Unit{Step: step}
-	if len(ts) == 1 {
-		u.Name, u.Shape, u.Data = ts[0].Name, ts[0].Shape, ts[0].Data
-	} else {
-		names := make([]string, len(ts))
-		n := 0
-		for i, t := range ts {
-			names[i] = t.Name
-			n += len(t.Data)
-		}
-		u.Name = GroupName(names)
-		u.Data = make([]float32, 0, n)
-		for _, t := range ts {
-			u.Data = append(u.Data, t.Data...)
-		}
-	}
-	out, st, err := rn.S.Sync(ctx, u, sp)
+	res, st, err := rn.SyncGroups(ctx, []Group{{Step: step, Tensors: ts}})
 	if err != nil {
 		return nil, nil, err
 	}
-	res := make([][]float32, len(ts))
-	off := 0
-	for i, t := range ts {
-		res[i] = out[off : off+len(t.Data)]
-		off += len(t.Data)
+	return res[0], st, nil
+}
+
+// SyncGroups syncs several groups in one batch (one agreement, buckets
+// pipelined: Syncer.SyncBatch) and returns each group's tensors' sums.
+func (rn *Runner) SyncGroups(ctx context.Context, gs []Group) ([][][]float32, *Stats, error) {
+	return rn.syncGroups(ctx, gs, true)
+}
+
+// SyncAvailable syncs the longest prefix of gs that every rank has
+// passed (Syncer.SyncAvailable) and returns its groups' sums.
+func (rn *Runner) SyncAvailable(ctx context.Context, gs []Group) ([][][]float32, *Stats, error) {
+	return rn.syncGroups(ctx, gs, false)
+}
+
+func (rn *Runner) syncGroups(ctx context.Context, gs []Group, strict bool) ([][][]float32, *Stats, error) {
+	us := make([]*Unit, len(gs))
+	sps := make([]Spec, len(gs))
+	for i, g := range gs {
+		sp, err := rn.SpecFor(g.Tensors)
+		if err != nil {
+			return nil, nil, rn.S.local(err)
+		}
+		us[i], sps[i] = g.unit(), sp
+	}
+	outs, st, err := rn.S.syncBatch(ctx, us, sps, strict)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([][][]float32, len(outs))
+	for i, g := range gs[:len(outs)] {
+		res[i] = make([][]float32, len(g.Tensors))
+		off := 0
+		for k, t := range g.Tensors {
+			res[i][k] = outs[i][off : off+len(t.Data)]
+			off += len(t.Data)
+		}
 	}
 	return res, st, nil
 }
