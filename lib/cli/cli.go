@@ -107,6 +107,25 @@ func (g *Globals) globals() *Globals { return g }
 
 type exitPanic int
 
+// NewParser is the kong parser Run uses for a tool's CLI struct: help on
+// stdout, errors on stderr, exit through a panic Run recovers, and every
+// flag given its environment variable by the rule (EnvRule). Tests use
+// it to walk a tool's model as the tool sees it.
+func NewParser(tool Tool, cli any, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(cli,
+		kong.Name(tool.Name),
+		kong.Description(tool.Description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitPanic(c)) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
+		kong.Vars{"version": tool.Name + " " + Version},
+		kong.PostBuild(func(k *kong.Kong) error {
+			EnvRule(tool.Name, k.Model.Node)
+			return nil
+		}),
+	)
+}
+
 // Run parses args into cli (a pointer to the tool's kong struct, which
 // embeds Globals), runs the selected command and returns the process exit
 // code. Help and parse errors never touch os.Exit, so Run is testable.
@@ -120,14 +139,7 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 			panic(r)
 		}
 	}()
-	parser, err := kong.New(cli,
-		kong.Name(tool.Name),
-		kong.Description(tool.Description),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(c int) { panic(exitPanic(c)) }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true, FlagsLast: true}),
-		kong.Vars{"version": tool.Name + " " + Version},
-	)
+	parser, err := NewParser(tool, cli, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", tool.Name, err)
 		return ExitFailure

@@ -18,6 +18,10 @@ type Flags struct {
 	MaxTensors int          `help:"Most tensors in one request." default:"65536" env:"TRAINWIRE_SERVE_MAX_TENSORS"`
 }
 
+// Every tool's serve verb embeds Flags: their variables are shared
+// (TRAINWIRE_SERVE_*), not the tool's (lib/cli's environment rule).
+func init() { cli.RegisterShared(&Flags{}) }
+
 // Listen checks the flags and listens on the socket, {rank} and
 // {local_rank} replaced from env: before the mesh is joined, so that a bad
 // path fails this rank alone, at once. Errors exit with cli.ExitUsage.

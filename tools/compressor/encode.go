@@ -27,6 +27,7 @@ type EncodeCmd struct {
 	Parts    int      `help:"Partitioned compression for Alltoall: cut each tensor into P chunks of ceil(d/P) elements (the last zero-padded) and compress each as a tensor of its own, named NAME[c/P], with chunk-local indices, its own error-feedback state and equal payloads; decode --join puts them back together. 0 or 1: whole tensors." default:"0" env:"TRAINWIRE_COMPRESSOR_PARTS"`
 	StateIn  string   `help:"Read the error-feedback state (a stream written by --state-out) before encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_IN"`
 	StateOut string   `help:"Write the error-feedback state as a stream (dense frames named TENSOR@SLOT) after encoding." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_OUT"`
+	Out      string   `short:"o" help:"Output stream; - is stdout. A file appears only complete, once every frame is encoded (a failed or killed run leaves none)." default:"-" type:"path" env:"TRAINWIRE_COMPRESSOR_OUT"`
 	Files    []string `arg:"" optional:"" help:"Input streams; - or none for stdin." type:"path"`
 }
 
@@ -49,54 +50,28 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 			return err
 		}
 	}
-	w := wire.NewWriter(rio.Stdout, rio.Tool+"/"+cli.Version)
-	w.SetMeta(map[string]string{"algo": c.Algo, "memory": c.Memory})
-	var in, out int64
-	filter := cli.StepFilter{Out: w, Frame: func(f wire.Frame) error {
-		d, ok := f.(*wire.Dense)
-		if !ok {
-			return w.Write(f)
-		}
-		if d.DType != wire.F32 {
-			return cli.WithCode(cli.ExitBadInput, fmt.Errorf("encode: tensor %q is %s, want f32", d.Name, d.DType))
-		}
-		x, err := d.F32()
-		if err != nil {
-			return cli.WithCode(cli.ExitBadInput, err)
-		}
-		whole := codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x}
-		ins := []codec.Input{whole}
-		if c.Parts > 1 {
-			if ins, err = codec.Split(whole, c.Parts); err != nil {
-				return cli.WithCode(cli.ExitBadInput, err)
-			}
-		}
-		in += int64(len(d.Data))
-		for k, ci := range ins {
-			cf, err := enc.Encode(ci)
-			if err != nil {
-				return err
-			}
-			if c.Parts > 1 {
-				codec.MarkPart(cf, k, c.Parts, d.Shape)
-			}
-			for _, p := range cf.Parts {
-				out += int64(len(p.Data))
-			}
-			if err := w.Write(cf); err != nil {
-				return err
-			}
-		}
-		return nil
-	}}
-	if err := filter.Run(c.Files, rio.Stdin, c.Limits()); err != nil {
+	out, err := cli.CreateOutput(c.Out, rio.Stdout)
+	if err != nil {
 		return err
 	}
-	if err := w.Close(); err != nil {
+	defer out.Close()
+	w := wire.NewWriter(out, rio.Tool+"/"+cli.Version)
+	w.SetMeta(map[string]string{"algo": c.Algo, "memory": c.Memory})
+	var in, bytesOut int64
+	filter := cli.StepFilter{Out: w, Frame: func(f wire.Frame) error {
+		n, m, err := c.encodeFrame(enc, w, f)
+		in, bytesOut = in+n, bytesOut+m
+		return err
+	}}
+	err = filter.Run(c.Files, rio.Stdin, c.Limits())
+	if err := cli.EndStream(w, err); err != nil {
+		return err
+	}
+	if err := out.Commit(); err != nil {
 		return err
 	}
 	if in > 0 {
-		rio.Log.Info("encoded", "algo", c.Algo, "memory", c.Memory, "device", c.Device, "frames", w.Count(), "bytes_in", in, "bytes_out", out, "ratio", float64(out)/float64(in))
+		rio.Log.Info("encoded", "algo", c.Algo, "memory", c.Memory, "device", c.Device, "frames", w.Count(), "bytes_in", in, "bytes_out", bytesOut, "ratio", float64(bytesOut)/float64(in))
 	}
 	if c.StateOut != "" {
 		st, err := enc.Store()
@@ -113,6 +88,54 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 		})
 	}
 	return nil
+}
+
+// encodeFrame writes f's answer to w: a dense f32 frame compressed (in
+// --parts chunks), a sparse one refused, any other frame as it is. It
+// returns the bytes of data read and of payload written.
+func (c *EncodeCmd) encodeFrame(enc frameEncoder, w *wire.Writer, f wire.Frame) (in, out int64, err error) {
+	var d *wire.Dense
+	switch f := f.(type) {
+	case *wire.Dense:
+		d = f
+	case *wire.Sparse:
+		return 0, 0, cli.WithCode(cli.ExitBadInput, fmt.Errorf(
+			"encode: tensor %q (step %d) is a sparse frame (%d rows): compressor encode compresses dense f32 tensors; sparse gradients are synchronised by hashsync sync",
+			f.Name, f.Step, f.Nnz))
+	default:
+		return 0, 0, w.Write(f)
+	}
+	if d.DType != wire.F32 {
+		return 0, 0, cli.WithCode(cli.ExitBadInput, fmt.Errorf("encode: tensor %q is %s, want f32", d.Name, d.DType))
+	}
+	x, err := d.F32()
+	if err != nil {
+		return 0, 0, cli.WithCode(cli.ExitBadInput, err)
+	}
+	whole := codec.Input{Name: d.Name, Step: d.Step, Rank: d.Rank, Shape: d.Shape, Data: x}
+	ins := []codec.Input{whole}
+	if c.Parts > 1 {
+		if ins, err = codec.Split(whole, c.Parts); err != nil {
+			return 0, 0, cli.WithCode(cli.ExitBadInput, err)
+		}
+	}
+	in = int64(len(d.Data))
+	for k, ci := range ins {
+		cf, err := enc.Encode(ci)
+		if err != nil {
+			return in, out, err
+		}
+		if c.Parts > 1 {
+			codec.MarkPart(cf, k, c.Parts, d.Shape)
+		}
+		for _, p := range cf.Parts {
+			out += int64(len(p.Data))
+		}
+		if err := w.Write(cf); err != nil {
+			return in, out, err
+		}
+	}
+	return in, out, nil
 }
 
 // applyMemoryOptions sets --ef-lr and --point on a CPU encoder (the GPU

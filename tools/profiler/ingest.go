@@ -8,6 +8,7 @@ import (
 
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/wire"
+	"trainwire.dev/tools/profiler/internal/analysis"
 	"trainwire.dev/tools/profiler/internal/classify"
 	"trainwire.dev/tools/profiler/internal/trace"
 )
@@ -187,15 +188,18 @@ func (c *IngestCmd) ingestFile(rio *cli.IO, name string, index int, cl *classify
 				args[a.Key] = a.Str
 			}
 		}
-		args["class"] = class.String()
+		args[trace.ArgClass] = class.String()
 		if ev.PIDName != "" {
-			args["pid_name"] = ev.PIDName
+			args[trace.ArgPIDName] = ev.PIDName
 		}
 		if ev.TIDName != "" {
-			args["tid_name"] = ev.TIDName
+			args[trace.ArgTIDName] = ev.TIDName
+		}
+		if ev.InNumel >= 0 {
+			args[trace.ArgInNumel] = float64(ev.InNumel)
 		}
 		if ev.Cat == "horovod_tick" {
-			args["rank"] = ev.Label
+			args[trace.ArgTick] = ev.Label
 		}
 		fr.Args = args
 		if err := w.Write(&fr); err != nil {
@@ -217,6 +221,11 @@ func (c *IngestCmd) ingestFile(rio *cli.IO, name string, index int, cl *classify
 		labels := map[string]string{"file": name, "format": string(info.Format)}
 		if info.Unterminated {
 			labels["unterminated"] = "true"
+		}
+		if name != "-" {
+			if m := analysis.MetaJSON(name); m != nil {
+				labels[analysis.MetaLabel] = string(m)
+			}
 		}
 		if err := w.Write(&wire.Stats{Tool: "profiler", Name: "ingest", Rank: rank, Values: vals, Labels: labels}); err != nil {
 			return tr.Offset(), err

@@ -62,7 +62,8 @@ func HelpEveryVerb(t *testing.T, tool string, cli any, run RunFunc) {
 // Basics checks what every trainwire tool must do: --help on every verb,
 // a version line starting with the tool's name (the version verb and
 // --version), and exit code 80 with the
-// flag named for an unknown flag.
+// flag named for an unknown flag, and the environment-variable rule on
+// every flag (EnvRule).
 func Basics(t *testing.T, tool string, cli any, run RunFunc) {
 	t.Run("help", func(t *testing.T) { HelpEveryVerb(t, tool, cli, run) })
 	t.Run("version", func(t *testing.T) {
@@ -76,6 +77,7 @@ func Basics(t *testing.T, tool string, cli any, run RunFunc) {
 			}
 		}
 	})
+	t.Run("env", func(t *testing.T) { EnvRule(t, tool, cli, run) })
 	t.Run("bad flag", func(t *testing.T) {
 		// Usage and errors go to stderr: stdout may be the next tool's
 		// input. Once at the top, once on every verb.

@@ -156,14 +156,16 @@ type LoadOptions struct {
 func Load(files []string, o LoadOptions) ([]*Rank, error) {
 	byRank := map[int64]*Rank{}
 	for fi, f := range files {
-		r, err := loadFile(f, fi, o)
+		rs, err := loadFile(f, fi, o)
 		if err != nil {
 			return nil, err
 		}
-		if prev := byRank[r.Rank]; prev != nil {
-			prev.merge(r)
-		} else {
-			byRank[r.Rank] = r
+		for _, r := range rs {
+			if prev := byRank[r.Rank]; prev != nil {
+				prev.merge(r)
+			} else {
+				byRank[r.Rank] = r
+			}
 		}
 	}
 	var out []*Rank
@@ -314,12 +316,26 @@ func (r *Rank) StepOf(ts int64) int {
 	return -1
 }
 
-func loadFile(name string, index int, o LoadOptions) (*Rank, error) {
+// loadFile reads one file: a trace (one rank), or a stream `profiler
+// ingest` wrote (the ranks it holds).
+func loadFile(name string, index int, o LoadOptions) ([]*Rank, error) {
 	in, closeIn, err := trace.Open(name, o.Stdin)
 	if err != nil {
 		return nil, err
 	}
 	defer closeIn()
+	if trace.IsStream(in) {
+		return loadStream(name, in, o)
+	}
+	r, err := loadTrace(name, index, in, o)
+	if err != nil {
+		return nil, err
+	}
+	return []*Rank{r}, nil
+}
+
+// loadTrace reads one JSON trace.
+func loadTrace(name string, index int, in io.Reader, o LoadOptions) (*Rank, error) {
 	base, tailRank := int64(-1), int64(-1)
 	if name != "-" {
 		base, tailRank = trace.Tail(name)
@@ -400,14 +416,33 @@ func (r *Rank) shift(d int64) {
 // readMeta reads NAME.meta.json beside a trace (rank-0.json →
 // rank-0.meta.json), if there is one.
 func readMeta(name string) *Meta {
+	return parseMeta(MetaJSON(name))
+}
+
+// MetaJSON is the text of NAME.meta.json beside a trace (at most 64 MiB),
+// or nil when there is none: `profiler ingest` carries it in its stream.
+func MetaJSON(name string) []byte {
 	base := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".json")
 	f, err := os.Open(base + ".meta.json")
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// parseMeta decodes a sidecar's text; nil when there is none or it is
+// not one.
+func parseMeta(b []byte) *Meta {
+	if len(b) == 0 {
+		return nil
+	}
 	var m Meta
-	if err := json.NewDecoder(io.LimitReader(f, 64<<20)).Decode(&m); err != nil {
+	if err := json.Unmarshal(b, &m); err != nil {
 		return nil
 	}
 	return &m

@@ -62,9 +62,19 @@ func (a *ahead) run(src io.Reader) {
 }
 
 func (a *ahead) Read(p []byte) (int, error) {
+	if !a.fill() {
+		return 0, a.err
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
+}
+
+// fill waits until a.cur holds bytes; false at the end of the source.
+func (a *ahead) fill() bool {
 	for len(a.cur) == 0 {
 		if a.err != nil {
-			return 0, a.err
+			return false
 		}
 		if a.buf != nil {
 			a.free <- a.buf[:cap(a.buf)]
@@ -73,9 +83,20 @@ func (a *ahead) Read(p []byte) (int, error) {
 		c := <-a.full
 		a.buf, a.cur, a.err = c.b, c.b, c.err
 	}
-	n := copy(p, a.cur)
-	a.cur = a.cur[n:]
-	return n, nil
+	return true
+}
+
+// IsStream says whether r, a reader from Open, holds a trainwire stream
+// (what `profiler ingest` writes) rather than a JSON trace: its first
+// byte starts a msgpack map, the stream's header frame, which no JSON
+// text starts with. It reads nothing away.
+func IsStream(r io.Reader) bool {
+	a, ok := r.(*ahead)
+	if !ok || !a.fill() {
+		return false
+	}
+	b := a.cur[0]
+	return (b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf
 }
 
 // stop ends the goroutine (it may be blocked on a send).
