@@ -194,24 +194,10 @@ func (c *Comm) Broadcast(ctx context.Context, data []float32, root int) error {
 func (c *Comm) AllToAllVBytes(ctx context.Context, send []byte, sendCounts []int, recv []byte, recvCounts []int) error {
 	const name = "alltoall"
 	n, r := c.m.World(), c.m.Rank()
-	if len(sendCounts) != n || len(recvCounts) != n {
-		return fmt.Errorf("collective: %s: %d send and %d receive counts for a world of %d", name, len(sendCounts), len(recvCounts), n)
-	}
-	so, err := offsets(sendCounts)
+	so, ro, err := a2aLocal(name, r, n, send, sendCounts, recv, recvCounts)
 	if err != nil {
-		return fmt.Errorf("collective: %s: send: %w", name, err)
+		return err
 	}
-	ro, err := offsets(recvCounts)
-	if err != nil {
-		return fmt.Errorf("collective: %s: receive: %w", name, err)
-	}
-	if so[n] != len(send) || ro[n] != len(recv) {
-		return fmt.Errorf("collective: %s: counts sum to %d and %d bytes, buffers hold %d and %d", name, so[n], ro[n], len(send), len(recv))
-	}
-	if sendCounts[r] != recvCounts[r] {
-		return fmt.Errorf("collective: %s: rank %d sends itself %d bytes but expects %d", name, r, sendCounts[r], recvCounts[r])
-	}
-	copy(recv[ro[r]:ro[r+1]], send[so[r]:so[r+1]])
 	if n == 1 {
 		return ctx.Err()
 	}
