@@ -1,4 +1,4 @@
-package launch
+package launch_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/cli/clitest"
+	"trainwire.dev/lib/launch"
 )
 
 // launcherTimeout bounds each launcher run, so that a stuck launcher fails
@@ -76,8 +77,8 @@ func launcherEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// runLauncher runs argv and returns the Env of each JSON line it printed.
-func runLauncher(t *testing.T, argv []string, env []string) []Env {
+// runLauncher runs argv and returns the launch.Env of each JSON line it printed.
+func runLauncher(t *testing.T, argv []string, env []string) []launch.Env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), launcherTimeout)
 	defer cancel()
@@ -92,17 +93,17 @@ func runLauncher(t *testing.T, argv []string, env []string) []Env {
 	return parseEnvs(t, stdout.Bytes())
 }
 
-// parseEnvs returns the Env of each JSON line of out, by rank.
-func parseEnvs(t *testing.T, out []byte) []Env {
+// parseEnvs returns the launch.Env of each JSON line of out, by rank.
+func parseEnvs(t *testing.T, out []byte) []launch.Env {
 	t.Helper()
-	var envs []Env
+	var envs []launch.Env
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if !bytes.HasPrefix(line, []byte("{")) {
 			continue // a launcher's own chatter
 		}
-		var e Env
+		var e launch.Env
 		require.NoError(t, json.Unmarshal(line, &e), "%s", line)
 		envs = append(envs, e)
 	}
@@ -112,12 +113,12 @@ func parseEnvs(t *testing.T, out []byte) []Env {
 
 // checkOneNode checks n processes of one node: ranks 0..n-1 each once,
 // local rank = rank, master on loopback.
-func checkOneNode(t *testing.T, envs []Env, n int, source string, port int) {
+func checkOneNode(t *testing.T, envs []launch.Env, n int, source string, port int) {
 	t.Helper()
 	require.Len(t, envs, n)
 	runID := envs[0].RunID
 	for i, e := range envs {
-		assert.Equal(t, Env{
+		assert.Equal(t, launch.Env{
 			Rank: i, World: n, LocalRank: i, LocalWorld: n, NodeRank: 0, NumNodes: 1,
 			MasterAddr: "127.0.0.1", MasterPort: port, RunID: runID, Source: source,
 		}, e)
@@ -143,7 +144,7 @@ func TestIntegrationOpenMPI(t *testing.T) {
 	}
 	bin := buildPrintenv(t)
 	envs := runLauncher(t, []string{mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4", bin}, launcherEnv())
-	checkOneNode(t, envs, 4, "openmpi", DefaultPort)
+	checkOneNode(t, envs, 4, "openmpi", launch.DefaultPort)
 	assert.NotEmpty(t, envs[0].RunID, "OMPI_MCA_ess_base_jobid")
 
 	// mpirun -x passes TRAINWIRE_MASTER_ADDR to every rank (docs/launch.md).
@@ -177,12 +178,12 @@ func TestIntegrationSlurm(t *testing.T) {
 	env := clitest.Slurm(t)
 	bin := buildPrintenv(t)
 	envs := runLauncher(t, []string{"srun", "-n", "4", bin}, env)
-	checkOneNode(t, envs, 4, "slurm", DefaultPort)
+	checkOneNode(t, envs, 4, "slurm", launch.DefaultPort)
 	job := envs[0].RunID
 	assert.Regexp(t, `^[0-9]+$`, job, "the run id is SLURM_JOB_ID")
 
 	envs = runLauncher(t, []string{"srun", "-n", "2", "--mpi=pmi2", bin}, env)
-	checkOneNode(t, envs, 2, "pmi", DefaultPort)
+	checkOneNode(t, envs, 2, "pmi", launch.DefaultPort)
 
 	// Two steps of one allocation: every task of a step agrees on the run
 	// id, which is the job's (steps of one job share it).
@@ -193,7 +194,7 @@ func TestIntegrationSlurm(t *testing.T) {
 	require.Empty(t, envs, "sbatch prints no rank")
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
-	var ranks []Env
+	var ranks []launch.Env
 	for _, e := range parseEnvs(t, b) {
 		if e.Source == "single" {
 			assert.Equal(t, 1, e.World, "the batch script itself is no rank of the job (no step): a single process")
@@ -202,14 +203,14 @@ func TestIntegrationSlurm(t *testing.T) {
 		ranks = append(ranks, e)
 	}
 	require.Len(t, ranks, 3, "%s", b)
-	checkOneNode(t, ranks, 3, "slurm", DefaultPort)
+	checkOneNode(t, ranks, 3, "slurm", launch.DefaultPort)
 }
 
 func TestIntegrationHydra(t *testing.T) {
 	hydra := lookLauncher(t, "mpiexec.hydra")
 	bin := buildPrintenv(t)
 	envs := runLauncher(t, []string{hydra, "-n", "4", bin}, launcherEnv())
-	checkOneNode(t, envs, 4, "pmi", DefaultPort)
+	checkOneNode(t, envs, 4, "pmi", launch.DefaultPort)
 }
 
 // freePort returns a TCP port that was free a moment ago.
