@@ -6,7 +6,7 @@ import (
 
 	"trainwire.dev/lib/cli"
 
-	"trainwire.dev/tools/hashsync/internal/model"
+	"trainwire.dev/tools/hashsync/internal/volume"
 )
 
 // ModelCmd prints the closed-form volume of every scheme.
@@ -48,9 +48,9 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		}
 		maxN = max(maxN, n)
 	}
-	gamma := model.Bernoulli(c.Overlap)
+	gamma := volume.Bernoulli(c.Overlap)
 	if c.Gamma > 0 {
-		g, err := model.FitGamma(maxN, c.Gamma)
+		g, err := volume.FitGamma(maxN, c.Gamma)
 		if err != nil {
 			return cli.WithCode(cli.ExitUsage, fmt.Errorf("model: --gamma: %w", err))
 		}
@@ -68,7 +68,7 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		if local < 1 || n%local != 0 {
 			local = 1
 		}
-		p := model.Params{N: n, Rows: c.Rows, Width: c.Width, Density: c.Density, Gamma: gamma, Skew: c.Skew, Block: c.Block, Rho: c.Rho, Local: local, Pull: c.Pull}
+		p := volume.Params{N: n, Rows: c.Rows, Width: c.Width, Density: c.Density, Gamma: gamma, Skew: c.Skew, Block: c.Block, Rho: c.Rho, Local: local, Pull: c.Pull}
 		choice, lhs, rhs := p.Choose()
 		dense := p.Dense().Bytes
 		for _, v := range p.All() {

@@ -12,7 +12,7 @@ import (
 	"trainwire.dev/lib/collective"
 
 	"trainwire.dev/lib/zen"
-	"trainwire.dev/tools/hashsync/internal/model"
+	"trainwire.dev/tools/hashsync/internal/volume"
 )
 
 // T2 (exact): the payload bytes the mesh counted equal the formulas
@@ -109,7 +109,7 @@ func TestPayloadBytes(t *testing.T) {
 			}
 			// Against the closed forms (measured d and γ; R6: the bitmaps
 			// total |G|/8 over the servers).
-			p := model.Params{N: n, Rows: rows, Width: width, Density: d, Gamma: func(k int) float64 {
+			p := volume.Params{N: n, Rows: rows, Width: width, Density: d, Gamma: func(k int) float64 {
 				if k == n {
 					return gamma
 				}

@@ -1,8 +1,8 @@
-// Package model is the closed-form communication volume of every scheme
+// Package volume is the closed-form communication volume of every scheme
 // (seed-zen.md §1.6 and App. B.1; HiTopKComm from seed-topk.md §2.4), in
 // payload bytes received per rank, so measured bytes can be held against
 // theory; and Zen's rule choosing between Eq. (1) and Eq. (2).
-package model
+package volume
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package model
+package volume
 
 import (
 	"math/rand/v2"
