@@ -253,36 +253,6 @@ func sumSquaresBlocks(x []float32, nworkers int) []float64 {
 	return out
 }
 
-// splitSums returns the sums of the elements with the sign bit set and
-// clear, and the count of the former, branch-free: each element is masked
-// into one of two float32 partial sums of 8, added to float64 in order.
-func splitSums(x []float32) (neg, pos float64, nneg int) {
-	n8 := len(x) / 8
-	var cnt uint32
-	for j := 0; j < n8; j++ {
-		v := (*[8]float32)(x[8*j:])
-		var sn, sp float32
-		for _, f := range v {
-			u := math.Float32bits(f)
-			m := uint32(int32(u) >> 31)
-			sn += math.Float32frombits(u & m)
-			sp += math.Float32frombits(u &^ m)
-			cnt += u >> 31
-		}
-		neg += float64(sn)
-		pos += float64(sp)
-	}
-	for _, f := range x[8*n8:] {
-		if math.Signbit(float64(f)) {
-			neg += float64(f)
-			cnt++
-		} else {
-			pos += float64(f)
-		}
-	}
-	return neg, pos, int(cnt)
-}
-
 // signSums packs 1 − signbit(x) into dst (as packSignBits) and returns Σx
 // and Σ|x|, from float32 partial sums of 8 added to float64 in order;
 // false if x holds a non-finite value. It takes signSumsAVX2 for the
@@ -334,16 +304,6 @@ func signSumsGo(dst []byte, x []float32, sum0, sumAbs0 float64) (ok bool, sum, s
 		}
 	}
 	return ok, sum, sumAbs
-}
-
-// signSumsRef is signSums' plain twin (sums in float64 directly).
-func signSumsRef(dst []byte, x []float32) (sum, sumAbs float64) {
-	packSignRef(dst, x)
-	for _, v := range x {
-		sum += float64(v)
-		sumAbs += math.Abs(float64(v))
-	}
-	return
 }
 
 // signBlocks runs signSums over fixed blocks in parallel and returns the

@@ -44,40 +44,6 @@ func packSignBits(dst []byte, x []float32) bool {
 	return bad&0x80000000 == 0
 }
 
-// packSignBitsAbs is packSignBits that also returns Σ|x| over the slice
-// in float64, accumulated per 8 elements in float32 then float64... no:
-// it sums every |x| in float64 with four accumulators, in a fixed order.
-func packSignBitsAbs(dst []byte, x []float32) (ok bool, sum float64) {
-	n8 := len(x) / 8
-	var bad uint32
-	var s0, s1, s2, s3 float64
-	for j := 0; j < n8; j++ {
-		v := (*[8]float32)(x[8*j:])
-		u0, u1, u2, u3 := math.Float32bits(v[0]), math.Float32bits(v[1]), math.Float32bits(v[2]), math.Float32bits(v[3])
-		u4, u5, u6, u7 := math.Float32bits(v[4]), math.Float32bits(v[5]), math.Float32bits(v[6]), math.Float32bits(v[7])
-		bad |= expBad(u0) | expBad(u1) | expBad(u2) | expBad(u3) | expBad(u4) | expBad(u5) | expBad(u6) | expBad(u7)
-		b := u0>>31<<7 | u1>>31<<6 | u2>>31<<5 | u3>>31<<4 | u4>>31<<3 | u5>>31<<2 | u6>>31<<1 | u7>>31
-		dst[j] = ^byte(b)
-		s0 += float64(math.Float32frombits(u0&0x7fffffff)) + float64(math.Float32frombits(u4&0x7fffffff))
-		s1 += float64(math.Float32frombits(u1&0x7fffffff)) + float64(math.Float32frombits(u5&0x7fffffff))
-		s2 += float64(math.Float32frombits(u2&0x7fffffff)) + float64(math.Float32frombits(u6&0x7fffffff))
-		s3 += float64(math.Float32frombits(u3&0x7fffffff)) + float64(math.Float32frombits(u7&0x7fffffff))
-	}
-	if r := len(x) % 8; r != 0 {
-		var b byte
-		for i, v := range x[8*n8:] {
-			u := math.Float32bits(v)
-			bad |= expBad(u)
-			if u>>31 == 0 {
-				b |= 0x80 >> i
-			}
-			s0 += float64(math.Float32frombits(u & 0x7fffffff))
-		}
-		dst[n8] = b
-	}
-	return bad&0x80000000 == 0, (s0 + s1) + (s2 + s3)
-}
-
 // f16Fast converts x to IEEE half bits in dst (2 bytes each, little
 // endian), with a branch-light path for results in the normal half range;
 // it returns false if x holds a non-finite value.
