@@ -28,13 +28,13 @@ type AllToAllCmd struct {
 	Mesh   mesh.Flags   `embed:""`
 	cli.WireFlags
 
-	Mode     string        `help:"async: two of Sven's scatter-based alltoallvs (the split sizes, then the rows); sync: the same two with the synchronous pairwise alltoallv (the baseline); scatter: one asynchronous alltoall whose parts carry their lengths." enum:"async,sync,scatter" default:"async" env:"TRAINWIRE_A2A_MODE"`
-	MaxPart  cli.ByteSize  `help:"Largest part accepted from one rank (scatter mode), and largest split announced." default:"1GiB" env:"TRAINWIRE_MAX_MESSAGE"`
+	Mode     string        `help:"async: two of Sven's scatter-based alltoallvs (the split sizes, then the rows); sync: the same two with the synchronous pairwise alltoallv (the baseline); scatter: one asynchronous alltoall whose parts carry their lengths." enum:"async,sync,scatter" default:"async"`
+	MaxPart  cli.ByteSize  `help:"Largest part accepted from one rank (scatter mode), and largest split announced." default:"1GiB"`
 	Repeat   int           `help:"Run each alltoall this many times (benchmarks: every run timed in --stats; the answer is written once)." default:"1"`
 	Barrier  bool          `help:"Wait for every rank before each run (benchmarks: start the ranks together, before --late-by)."`
 	LateRank int           `help:"Benchmarks: this rank sleeps --late-by before each run, after the barrier (a rank arriving late)." default:"-1"`
 	LateBy   time.Duration `help:"How late --late-rank arrives." default:"0s"`
-	Stats    string        `help:"Write a stats frame per run (ns, payload bytes) to this file (- for stderr)." type:"path" env:"TRAINWIRE_STATS"`
+	Stats    string        `help:"Write a stats frame per run (ns, payload bytes) to this file (- for stderr)." type:"path"`
 	Inputs   []string      `arg:"" optional:"" help:"Input streams (default stdin)." type:"path"`
 }
 
