@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,55 +11,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"trainwire.dev/lib/cli/clitest"
+	"trainwire.dev/tools/ckpt/internal/etcdtest"
 	"trainwire.dev/tools/ckpt/internal/health"
 )
 
-// startEtcd starts a real etcd on loopback (free ports, a temp data dir)
-// and returns its client endpoint. Without /usr/bin/etcd it skips, unless
-// TRAINWIRE_REQUIRE_PYTHON is set (CI), where it fails.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	bin := "/usr/bin/etcd"
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("TRAINWIRE_REQUIRE_PYTHON") != "" {
-			t.Fatalf("%s is missing (scripts/deps.sh installs etcd-server)", bin)
-		}
-		t.Skipf("%s is missing: install etcd-server (scripts/deps.sh) to run the etcd tests", bin)
-	}
-	ports := clitest.FreePorts(t, 2)
-	cp, pp := ports[0], ports[1]
-	client := fmt.Sprintf("http://127.0.0.1:%d", cp)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", pp)
-	cmd := exec.Command(bin, "--name", "tw", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "tw="+peer,
-		"--heartbeat-interval", "50", "--election-timeout", "500")
-	log := &clitest.Buffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("etcd log:\n%s", log)
-		}
-	})
-	cli, err := health.NewClient([]string{client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	waitFor(t, "etcd to serve", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := cli.Get(ctx, "x")
-		return err == nil
-	})
-	return client
-}
+// startEtcd starts a real etcd on loopback (internal/etcdtest).
+func startEtcd(t *testing.T) string { return etcdtest.Start(t) }
 
 func decisions(t *testing.T, cli *clientv3.Client) []health.Decision {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
