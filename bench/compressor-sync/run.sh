@@ -26,9 +26,10 @@
 #             compression at 100 us + 1 GB/s
 # Torch (torch_peer.py, /usr/bin/python3, gloo, 1 thread per rank): DDP-like 25 MiB buckets
 # through dist.all_reduce, fp16_compress_hook, powerSGD_hook (rank 4, start_powerSGD_iter=2).
-# Time per iteration: ours, the sum of time_s.total over the step's tensors (--stats; input
-# reading and output writing excluded); torch, hooks started to last future done (bucket packing
-# excluded); both the slowest rank's, median over the reported steps.
+# Time per iteration: ours, the sum of time_s.total over the step's batches (--stats: one frame
+# per batch of tensors synced together, its wall time; input reading and output writing excluded);
+# torch, hooks started to last future done (bucket packing excluded); both the slowest rank's,
+# median over the reported steps.
 # Bytes: ours' payload sent per rank (sent_bytes.* of --stats) and, for both, what the rank's
 # namespace sent on eth0 (/proc/net/dev: TCP/IP headers and setup included; ours over the whole
 # run / steps).

@@ -66,6 +66,11 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	}
 	s.MaxBytes = int64(c.MaxPayload)
 	rn.S = s
+	closeInter, err := c.setupHier(rio.Ctx, env, c.Mesh.Config(env, rio.Log), rn, hello)
+	defer closeInter()
+	if err != nil {
+		return err
+	}
 	if err := c.readState(rio, rn, c.Limits()); err != nil {
 		m.Abort(fmt.Errorf("rank %d: %w", m.Rank(), err))
 		return err

@@ -84,6 +84,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	}
 	s.MaxBytes = int64(c.MaxPayload)
 	rn.S = s
+	closeInter, err := c.setupHier(rio.Ctx, env, c.Mesh.Config(env, rio.Log), rn, hello)
+	defer closeInter()
+	if err != nil {
+		return err
+	}
 	if err := c.readState(rio, rn, c.Limits()); err != nil {
 		m.Abort(fmt.Errorf("rank %d: %w", m.Rank(), err))
 		return err
@@ -100,7 +105,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	if err := lp.run(ctx, rd); err != nil {
 		return err
 	}
-	if err := s.Finish(ctx); err != nil {
+	finish := s.Finish
+	if rn.H != nil {
+		finish = rn.H.Finish
+	}
+	if err := finish(ctx); err != nil {
 		return err
 	}
 	total, syncTime, n := lp.total, lp.syncTime, lp.n

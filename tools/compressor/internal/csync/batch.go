@@ -33,6 +33,8 @@ type job struct {
 	sent []float32
 	// powersgd
 	ps *psgdJob
+	// partitioned
+	part *partJob
 }
 
 // bucket is a run of jobs executed together: one kind (batched) or a
@@ -47,7 +49,7 @@ type bucket struct {
 // collective call; "" runs alone.
 func kindOf(sp Spec) string {
 	switch sp.Collective {
-	case Dense, AllGather, PowerSGD:
+	case Dense, AllGather, PowerSGD, Partitioned:
 		return sp.Collective
 	case Ring:
 		return Ring + "/" + sp.Codec.Algo()
@@ -161,30 +163,49 @@ func (s *Syncer) admit(ctx context.Context, us []*Unit, sps []Spec, strict bool)
 	return jobs, nil
 }
 
-// buckets cuts the jobs into runs of one batched kind of at most
-// BucketBytes of input; the other collectives run one job per bucket. A
-// tensor that comes twice (its error feedback read after its first sync)
-// starts a bucket, and serial says that the buckets must not overlap.
+// buckets groups the jobs by kind (a tensor's result does not depend on
+// the others', so the small tensors of a plan's dense all-reduces run in
+// one ring however they interleave with its compressed ones), in buckets
+// of at most BucketBytes of input, in the order of their first jobs; the
+// other collectives run one job per bucket. When a tensor comes twice (its
+// error feedback read after its first sync) the jobs keep their order,
+// cut where the kind changes or the tensor comes again, and serial says
+// that the buckets must not overlap.
 func (s *Syncer) buckets(jobs []*job) (out []*bucket, serial bool) {
-	var cur *bucket
-	var bytes int
-	seen := map[string]bool{}
 	limit := s.BucketBytes
 	if limit <= 0 {
 		limit = DefaultBucketBytes
 	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		serial = serial || seen[j.u.Name]
+		seen[j.u.Name] = true
+	}
+	open := map[string]*bucket{}
+	bytes := map[*bucket]int{}
+	var last *bucket
+	clear(seen)
 	for _, j := range jobs {
 		k := kindOf(j.sp)
-		again := seen[j.u.Name]
-		seen[j.u.Name] = true
-		serial = serial || again
-		if cur == nil || k == "" || k != cur.kind || bytes >= limit || again {
-			cur = &bucket{kind: k}
-			bytes = 0
-			out = append(out, cur)
+		cur := open[k]
+		if serial {
+			cur = last
+			if cur != nil && (cur.kind != k || seen[j.u.Name]) {
+				cur = nil
+			}
 		}
+		if cur == nil || k == "" || bytes[cur] >= limit {
+			cur = &bucket{kind: k}
+			out = append(out, cur)
+			open[k] = cur
+			if serial {
+				clear(seen)
+			}
+		}
+		seen[j.u.Name] = true
 		cur.jobs = append(cur.jobs, j)
-		bytes += 4 * len(j.u.Data)
+		bytes[cur] += 4 * len(j.u.Data)
+		last = cur
 	}
 	return out, serial
 }
@@ -266,6 +287,8 @@ func (s *Syncer) prepare(b *bucket) error {
 			err = s.prepareEncoded(j)
 		case PowerSGD:
 			err = s.preparePowerSGD(j)
+		case Partitioned:
+			err = s.preparePartitioned(j)
 		}
 		if err != nil {
 			return err
@@ -286,11 +309,13 @@ func (s *Syncer) exchange(ctx context.Context, b *bucket) error {
 		return s.ringAll(ctx, b.jobs)
 	case PowerSGD:
 		return s.powersgdAll(ctx, b.jobs)
+	case Partitioned:
+		return s.partitionedAll(ctx, b.jobs)
 	}
 	st := &Stats{Times: map[string]float64{}}
 	var err error
 	switch j.sp.Collective {
-	case Partitioned, A2AAG, A2ADense:
+	case A2AAG, A2ADense:
 		j.out, err = s.partitioned(ctx, j.u, j.sp, st)
 	case RSAG:
 		j.out, err = s.rsag(ctx, j.u, j.sp, st)

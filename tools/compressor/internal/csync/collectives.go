@@ -84,8 +84,7 @@ func chunkBounds(d, m, c int) (int, int) {
 	return lo, min(lo+m, d)
 }
 
-// partitioned runs the three alltoall collectives: Partitioned, A2AAG and
-// A2ADense.
+// partitioned runs A2AAG and A2ADense (Partitioned: partitionedAll).
 func (s *Syncer) partitioned(ctx context.Context, u *Unit, sp Spec, st *Stats) ([]float32, error) {
 	n, r := s.n, s.r
 	d := len(u.Data)
@@ -182,49 +181,12 @@ func (s *Syncer) partitioned(ctx context.Context, u *Unit, sp Spec, st *Stats) (
 			return nil, err
 		}
 	}
-	if sp.Collective == A2ADense {
-		counts := make([]int, n)
-		for c := range n {
-			lo, hi := chunkBounds(d, m, c)
-			counts[c] = hi - lo
-		}
-		return result, s.comm.AllGatherV(ctx, acc[:counts[r]], counts, result)
-	}
-	// Re-compress the sum (compression point "ag") and allgather.
-	g, sent2, err := s.encode(sp, "ag", codec.Input{Name: myName, Step: u.Step, Shape: cshape, Data: acc}, st)
-	if err != nil {
-		return nil, err
-	}
-	pl := payload(g)
-	if err := checkSize(myName, len(pl), size); err != nil {
-		return nil, s.local(err)
-	}
-	counts, err := s.counts(ctx, size >= 0, []int{len(pl)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, sum(counts))
-	if err := s.comm.AllGatherVBytes(ctx, pl, counts, out); err != nil {
-		return nil, err
-	}
-	off := offsetsOf(counts)
-	dec := tensor.Alloc(m)
+	counts := make([]int, n)
 	for c := range n {
 		lo, hi := chunkBounds(d, m, c)
-		if c == r {
-			copy(result[lo:hi], sent2)
-			continue
-		}
-		fc, err := s.frameOf(sp.Codec, codec.PartName(u.Name, c, n), u.Step, cshape, c, out[off[c]:off[c+1]])
-		if err != nil {
-			return nil, err
-		}
-		if _, err := codec.DecodeLimit(fc, dec, s.MaxBytes); err != nil {
-			return nil, fmt.Errorf("rank %d's frame: %w", c, err)
-		}
-		copy(result[lo:hi], dec)
+		counts[c] = hi - lo
 	}
-	return result, nil
+	return result, s.comm.AllGatherV(ctx, acc[:counts[r]], counts, result)
 }
 
 // rsag: a dense reduce-scatter, this rank's chunk of the sum compressed

@@ -35,10 +35,13 @@ var (
 )
 
 // worldOf returns a shared in-process mesh of n ranks on loopback.
-func worldOf(t tb, n int) []*mesh.Mesh {
+func worldOf(t tb, n int) []*mesh.Mesh { return pooled(t, meshPool, n) }
+
+// pooled returns pool's mesh of n ranks, opening it the first time.
+func pooled(t tb, pool map[int][]*mesh.Mesh, n int) []*mesh.Mesh {
 	meshMu.Lock()
 	defer meshMu.Unlock()
-	if ms := meshPool[n]; ms != nil {
+	if ms := pool[n]; ms != nil {
 		return ms
 	}
 	ms, errs := meshtest.OpenAll(context.Background(), meshtest.Config(n, listen(t)))
@@ -47,13 +50,16 @@ func worldOf(t tb, n int) []*mesh.Mesh {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	meshPool[n] = ms
+	pool[n] = ms
 	return ms
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, ms := range meshPool {
+		meshtest.CloseAll(ms)
+	}
+	for _, ms := range interPool {
 		meshtest.CloseAll(ms)
 	}
 	os.Exit(code)

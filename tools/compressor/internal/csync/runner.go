@@ -18,7 +18,9 @@ type Tensor struct {
 // Runner chooses each tensor's or fusion group's Spec — from the
 // compression plan when there is one, else Default — and syncs it.
 type Runner struct {
-	S    *Syncer
+	S *Syncer
+	// H, when set, runs the batches in two levels (S is H.World).
+	H    *Hier
 	Plan *Plan // nil: no plan
 	// Default is the spec without a compression plan; with one, its
 	// Memory and MemOpts still apply.
@@ -125,7 +127,11 @@ func (rn *Runner) syncGroups(ctx context.Context, gs []Group, strict bool) ([][]
 		}
 		us[i], sps[i] = g.unit(), sp
 	}
-	outs, st, err := rn.S.syncBatch(ctx, us, sps, strict)
+	sync := rn.S.syncBatch
+	if rn.H != nil {
+		sync = rn.H.syncBatch
+	}
+	outs, st, err := sync(ctx, us, sps, strict)
 	if err != nil {
 		return nil, nil, err
 	}
