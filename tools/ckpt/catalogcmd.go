@@ -33,8 +33,8 @@ func (c *CatalogRebuildCmd) Run(rio *cli.IO) error {
 	}
 	defer unlock()
 	bar := newBar(rio.Stderr, c.Progress, "rebuild")
-	res, err := tier.Rebuild(rio.Ctx, c.Dir, tier.RebuildOptions{Rehash: !c.Quick, Format: detectBytes, Progress: bar.set})
-	bar.done()
+	res, err := tier.Rebuild(rio.Ctx, c.Dir, tier.RebuildOptions{Rehash: !c.Quick, Format: detectBytes, Progress: bar.Set})
+	bar.Done()
 	if err != nil {
 		return fmt.Errorf("rebuilding the catalog of %s: %w (the previous catalog, if any, is untouched)", c.Dir, err)
 	}

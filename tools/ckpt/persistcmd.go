@@ -14,8 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/launch"
 	"trainwire.dev/lib/wire"
@@ -84,8 +82,8 @@ func (c *PersistCmd) Run(rio *cli.IO) (err error) {
 		return cli.WithCode(cli.ExitUsage, err)
 	}
 	bar := newBar(rio.Stderr, c.Progress, "persist")
-	res, err = tier.Persist(rio.Ctx, c.Dir, rem, tier.Options{Run: run, Tags: c.Tag, Rate: rate, Progress: bar.set})
-	bar.done()
+	res, err = tier.Persist(rio.Ctx, c.Dir, rem, tier.Options{Run: run, Tags: c.Tag, Rate: rate, Progress: bar.Set})
+	bar.Done()
 	if errors.Is(err, tier.ErrUnavailable) {
 		return cli.WithCode(cli.ExitPeer, err)
 	}
@@ -193,13 +191,13 @@ func (c *VerifyCmd) Run(rio *cli.IO) (err error) {
 		return fmt.Errorf("the catalog names no iteration %d", c.Iter)
 	}
 	bar := newBar(rio.Stderr, c.Progress, "verify")
-	bar.total = size
+	bar.SetTotal(size)
 	var bad []error
 	shards := 0
 	for _, m := range sel {
 		for _, s := range m.Shards {
 			base := total
-			n, err := tier.CheckShard(c.Dir, s, func(n int64) { bar.set(base + n) })
+			n, err := tier.CheckShard(c.Dir, s, func(n int64) { bar.Set(base + n) })
 			total += n
 			shards++
 			if err != nil {
@@ -209,7 +207,7 @@ func (c *VerifyCmd) Run(rio *cli.IO) (err error) {
 			}
 		}
 	}
-	bar.done()
+	bar.Done()
 	if len(bad) > 0 {
 		return fmt.Errorf("%d of %d shards failed verification: %w", len(bad), shards, errors.Join(bad...))
 	}
@@ -308,53 +306,10 @@ func writeMetrics(path, verb string, start time.Time, ok bool, bytes, iter int64
 	return f.Commit()
 }
 
-// bar is a progress bar on stderr, drawn only on a terminal (or always).
-type bar struct {
-	w     io.Writer
-	on    bool
-	label string
-	total int64
-	start time.Time
-	last  time.Time
-	n     int64
-}
-
-func newBar(w io.Writer, mode, label string) *bar {
-	on := mode == "always"
-	if mode == "auto" {
-		if f, ok := w.(*os.File); ok {
-			_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-			on = err == nil
-		}
-	}
-	return &bar{w: w, on: on, label: label, start: time.Now()}
-}
-
-func (b *bar) set(n int64) {
-	b.n = n
-	if !b.on || time.Since(b.last) < 100*time.Millisecond {
-		return
-	}
-	b.last = time.Now()
-	b.draw()
-}
-
-func (b *bar) draw() {
-	rate := float64(b.n) / 1e6 / max(time.Since(b.start).Seconds(), 1e-9)
-	if b.total > 0 {
-		frac := min(float64(b.n)/float64(b.total), 1)
-		k := int(frac * 30)
-		fmt.Fprintf(b.w, "\r%s [%s%s] %5.1f%% %d/%d bytes %.1f MB/s ", b.label, strings.Repeat("=", k), strings.Repeat(" ", 30-k), 100*frac, b.n, b.total, rate)
-		return
-	}
-	fmt.Fprintf(b.w, "\r%s %d bytes %.1f MB/s ", b.label, b.n, rate)
-}
-
-func (b *bar) done() {
-	if b.on {
-		b.draw()
-		fmt.Fprintln(b.w)
-	}
+// newBar is lib/cli's progress bar for --progress (auto: only on a
+// terminal), counting bytes.
+func newBar(w io.Writer, mode, label string) *cli.Progress {
+	return cli.NewProgress(w, cli.ProgressOptions{Label: label, Bytes: true, Mode: mode})
 }
 
 func jsonLine(v any) ([]byte, error) { return json.Marshal(v) }
@@ -379,11 +334,11 @@ func (c *RestoreCmd) fromPersistent(rio *cli.IO, rank int) error {
 	bar := newBar(rio.Stderr, c.Progress, "restore")
 	for _, sh := range m.Shards {
 		if sh.Rank == rank {
-			bar.total = sh.Len
+			bar.SetTotal(sh.Len)
 		}
 	}
-	data, s, err := tier.ReadShardProgress(c.Dir, m, rank, bar.set)
-	bar.done()
+	data, s, err := tier.ReadShardProgress(c.Dir, m, rank, bar.Set)
+	bar.Done()
 	if err != nil {
 		return err
 	}

@@ -58,12 +58,15 @@ func (c *EncodeCmd) Run(rio *cli.IO) error {
 	w := wire.NewWriter(out, rio.Tool+"/"+cli.Version)
 	w.SetMeta(map[string]string{"algo": c.Algo, "memory": c.Memory})
 	var in, bytesOut int64
+	bar := rio.Progress("encode", cli.InputSize(c.Files), true)
 	filter := cli.StepFilter{Out: w, Frame: func(f wire.Frame) error {
 		n, m, err := c.encodeFrame(enc, w, f)
 		in, bytesOut = in+n, bytesOut+m
+		bar.Add(n)
 		return err
 	}}
 	err = filter.Run(c.Files, rio.Stdin, c.Limits())
+	bar.Done()
 	if err := cli.EndStream(w, err); err != nil {
 		return err
 	}

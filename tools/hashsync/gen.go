@@ -103,6 +103,8 @@ func (c *GenCmd) Run(rio *cli.IO) error {
 	w.SetMeta(map[string]string{"model": s.Model, "rows": fmt.Sprint(s.Rows), "width": fmt.Sprint(s.Width),
 		"density": fmt.Sprint(s.Density), "skew": fmt.Sprint(s.Skew), "overlap": fmt.Sprint(s.Overlap),
 		"seed": fmt.Sprint(s.Seed), "rank": fmt.Sprint(c.Rank), "world": fmt.Sprint(c.World)})
+	bar := rio.Progress("gen", int64(c.Steps*c.Tensors), false)
+	defer bar.Done()
 	for step := range c.Steps {
 		for k := range c.Tensors {
 			n := name
@@ -120,6 +122,7 @@ func (c *GenCmd) Run(rio *cli.IO) error {
 			if err := w.Write(toFrame(t, fm, c.Rank)); err != nil {
 				return err
 			}
+			bar.Add(1)
 		}
 	}
 	return w.Close()

@@ -73,7 +73,10 @@ func (f *TraceFlags) load(rio *cli.IO) ([]*analysis.Rank, error) {
 	if err != nil {
 		return nil, err
 	}
-	ranks, err := analysis.Load(files, analysis.LoadOptions{Classifier: c, Rank: f.Rank, Stdin: rio.Stdin, MaxToken: int(f.MaxToken), Workers: f.Workers})
+	bar := rio.Progress("read", cli.InputSize(files), true)
+	ranks, err := analysis.Load(files, analysis.LoadOptions{Classifier: c, Rank: f.Rank, Stdin: rio.Stdin, MaxToken: int(f.MaxToken), Workers: f.Workers,
+		Progress: bar.Add})
+	bar.Done()
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,8 @@ type LoadOptions struct {
 	MaxToken int
 	// Workers parse events in parallel (trace.Options.Workers).
 	Workers int
+	// Progress, if set, is called with each file's size once it is read.
+	Progress func(bytes int64)
 }
 
 // Load reads trace files into ranks (files of the same rank merge),
@@ -159,6 +161,9 @@ func Load(files []string, o LoadOptions) ([]*Rank, error) {
 		rs, err := loadFile(f, fi, o)
 		if err != nil {
 			return nil, err
+		}
+		if st, err := os.Stat(f); err == nil && o.Progress != nil {
+			o.Progress(st.Size())
 		}
 		for _, r := range rs {
 			if prev := byRank[r.Rank]; prev != nil {
