@@ -19,6 +19,7 @@ type CLI struct {
 	Sync     SyncCmd        `cmd:"" help:"Filter: synchronize this rank's gradient frames with the other ranks (zen or a baseline scheme) and write the sums."`
 	Ref      RefCmd         `cmd:"" help:"Write the dense reference sum of N ranks' streams, summed in rank order."`
 	AllToAll AllToAllCmd    `cmd:"" name:"alltoall" help:"Filter: alltoall each pair of frames (split sizes, rows) with the other ranks, Sven's asynchronous alltoall or the synchronous baseline (docs/sven.md)."`
+	Place    PlaceCmd       `cmd:"" help:"Plan where embedding tables live: Sven's static placement (row-wise splits, memory and lookup load balanced) against round-robin and size-greedy; or --check a plan (docs/sven.md)."`
 	Model    ModelCmd       `cmd:"" help:"Print the closed-form communication volume of every scheme, and Zen's choice between Eq. (1) and Eq. (2)."`
 }
 
