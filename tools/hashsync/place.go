@@ -20,14 +20,14 @@ const histBuckets = 1024
 // docs/sven.md), or checks a plan.
 type PlaceCmd struct {
 	cli.WireFlags
-	Table      []string       `help:"A table: NAME:ROWS:DIM[:LOAD] (LOAD: lookups per sample, or any count; default 1). Repeat, or separate with commas." sep:"," env:"TRAINWIRE_PLACE_TABLES"`
-	Indices    []string       `help:"Index streams to measure tables and access counts from: sparse frames, one per table and step (e.g. hashsync gen); each listed row counts one lookup." type:"path" env:"TRAINWIRE_PLACE_INDICES"`
+	Table      []string       `help:"A table: NAME:ROWS:DIM[:LOAD] (LOAD: lookups per sample, or any count; default 1). Repeat, or separate with commas." sep:","`
+	Indices    []string       `help:"Index streams to measure tables and access counts from: sparse frames, one per table and step (e.g. hashsync gen); each listed row counts one lookup." type:"path"`
 	Check      string         `help:"Check this plan stream instead of planning: every table on a rank, every row exactly once, every rank within its capacity." type:"path"`
 	Ranks      int            `help:"Ranks to place on." env:"TRAINWIRE_WORLD"`
-	Capacity   cli.ByteSize   `help:"Bytes of embedding memory per rank." default:"16GiB" env:"TRAINWIRE_PLACE_CAPACITY"`
-	Capacities []cli.ByteSize `help:"Bytes per rank, one per rank (overrides --capacity and --ranks)." sep:"," env:"TRAINWIRE_PLACE_CAPACITIES"`
-	ElemBytes  int64          `help:"Bytes per embedding element." default:"4" env:"TRAINWIRE_PLACE_ELEM_BYTES"`
-	Algo       string         `help:"sven (split and balance memory and load), round-robin or size-greedy (the baselines)." enum:"sven,round-robin,size-greedy" default:"sven" env:"TRAINWIRE_PLACE_ALGO"`
+	Capacity   cli.ByteSize   `help:"Bytes of embedding memory per rank." default:"16GiB"`
+	Capacities []cli.ByteSize `help:"Bytes per rank, one per rank (overrides --capacity and --ranks)." sep:","`
+	ElemBytes  int64          `help:"Bytes per embedding element." default:"4"`
+	Algo       string         `help:"sven (split and balance memory and load), round-robin or size-greedy (the baselines)." enum:"sven,round-robin,size-greedy" default:"sven"`
 	Format     string         `help:"Output: frames (a trainwire plan stream, for tools), json or table (for people); auto is table on a terminal, frames otherwise." enum:"auto,frames,json,table" default:"auto" env:"TRAINWIRE_FORMAT"`
 }
 
