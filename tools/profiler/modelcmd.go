@@ -14,7 +14,7 @@ import (
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/profiler/internal/analysis"
 	"trainwire.dev/tools/profiler/internal/builtin"
-	"trainwire.dev/tools/profiler/internal/model"
+	"trainwire.dev/tools/profiler/internal/timing"
 )
 
 // ModelCmd builds the timing model the planners read.
@@ -75,7 +75,7 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		if wire.DType(c.DType).Size() <= 0 {
 			return cli.WithCode(cli.ExitUsage, fmt.Errorf("--dtype %q: not a dtype of docs/wire.md", c.DType))
 		}
-		m, err = model.FromBuiltin(c.Builtin, model.BuiltinOptions{Batch: c.Batch, TFLOPS: c.TFLOPS, World: c.World, DType: wire.DType(c.DType)})
+		m, err = timing.FromBuiltin(c.Builtin, timing.BuiltinOptions{Batch: c.Batch, TFLOPS: c.TFLOPS, World: c.World, DType: wire.DType(c.DType)})
 		if err != nil {
 			return cli.WithCode(cli.ExitUsage, err)
 		}
@@ -90,13 +90,13 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 		if err != nil {
 			return err
 		}
-		o := model.Options{Name: c.Name, Rank: c.Rank, SkipFirst: c.SkipFirst}
+		o := timing.Options{Name: c.Name, Rank: c.Rank, SkipFirst: c.SkipFirst}
 		if c.Params != "" {
 			if o.Params, err = readParams(c.Params); err != nil {
 				return cli.WithCode(cli.ExitUsage, err)
 			}
 		}
-		if m, err = model.FromTraces(ranks, o); err != nil {
+		if m, err = timing.FromTraces(ranks, o); err != nil {
 			return err
 		}
 		if err := sized(m); err != nil {

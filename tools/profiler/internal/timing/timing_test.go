@@ -1,4 +1,4 @@
-package model
+package timing
 
 import (
 	"bytes"

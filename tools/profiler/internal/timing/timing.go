@@ -1,9 +1,9 @@
-// Package model builds the per-iteration timing model the planners (fuser,
+// Package timing builds the per-iteration timing model the planners (fuser,
 // compressor plan) read: gradients in backprop order with sizes and ready
 // times, forward and per-gradient backward compute, communication samples
 // with a fitted α-β line, averaged over iterations and ranks with the
 // normalized spread. It builds one from traces or from a built-in model.
-package model
+package timing
 
 import (
 	"errors"
