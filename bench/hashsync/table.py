@@ -11,14 +11,31 @@ peer's median / zen's median for the same result form (> 1: zen is faster). The 
 omnireduce, the measured skew: it is the busiest rank's volume for those two (compare with max),
 the per-rank volume for the others (compare with mean); omnireduce's assumes uniformly spread
 rows within blocks, so it overestimates clustered (Zipf) data.
+
+The lower bound (cluster environments only) is the time the link needs for the result alone:
+every rank must receive the sum of every row of the union 𝕌 (zen's out_rows, mean over ranks and
+steps), 4·width bytes a row, at the link's rate parsed from --env (cluster-1gbit: 125 MB/s), with
+no indices and no CPU time; "× bound" is a median step over it.
 """
 
 import argparse
 import collections
 import json
+import re
 import statistics
 import subprocess
 import sys
+
+
+WIDTH = 16  # deepfm's embedding width in run.sh
+
+
+def link_bytes_per_s(env):
+    """The link rate of a cluster environment (cluster-1gbit → 1.25e8 B/s), None on loopback."""
+    m = re.fullmatch(r"cluster-(\d+(?:\.\d+)?)([kmg])bit", env)
+    if not m:
+        return None
+    return float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
 
 
 def main():
@@ -57,23 +74,38 @@ def main():
                 b.append(sum(v for k, v in r["values"].items() if k.startswith("recv_bytes.") and k.count(".") == 1 and k != "recv_bytes.meta"))
         return (statistics.mean(b), max(b)) if b else (float("nan"), float("nan"))
 
+    link = link_bytes_per_s(a.env)
+
+    def bound(key):
+        """the lower bound of key's steps in seconds (nan without a link rate or zen's stats)."""
+        rows = [r["values"]["out_rows"] for s in ours[key].values() for r in s.values() if "out_rows" in r["values"]]
+        if not link or not rows:
+            return float("nan")
+        return statistics.mean(rows) * 4 * WIDTH / link
+
+    def times(t, b):
+        return "%.2fx" % (t / b) if b == b and t == t else "–"
+
     print("## %s: zen vs torch (gloo), 4 ranks, deepfm 1M x 16 float32, 2.8%% rows per rank" % a.env)
-    print("| implementation | result | median step | zen is faster by |")
-    print("|---|---|---|---|")
+    print("| implementation | result | median step | zen is faster by | × bound |")
+    print("|---|---|---|---|---|")
     for form in ("sparse", "dense"):
         z = med_ours((4, "zen", "cmp-" + form))
-        print("| hashsync zen | %s | %.1f ms | 1.00x |" % (form, z * 1e3))
+        b = bound((4, "zen", "cmp-" + form))
+        if b == b:
+            print("| lower bound (𝕌 rows × %d B ÷ link) | %s | %.1f ms | | 1.00x |" % (4 * WIDTH, form, b * 1e3))
+        print("| hashsync zen | %s | %.1f ms | 1.00x | %s |" % (form, z * 1e3, times(z, b)))
         for impl in ("torch-dense", "torch-agsparse", "torch-sparse"):
             ts = [t for s, t in peers[(impl, form)].items() if s >= 1]
             if not ts:
                 continue
             m = statistics.median(ts)
-            print("| %s | %s | %.1f ms | %.2fx |" % (impl, form, m * 1e3, m / z))
+            print("| %s | %s | %.1f ms | %.2fx | %s |" % (impl, form, m * 1e3, m / z, times(m, b)))
     print()
     worlds = sorted({k[0] for k in ours if not k[2].startswith("cmp-")})
     print("## %s: every hashsync scheme (sparse result), deepfm" % a.env)
-    print("| n | scheme | median step | vs dense | recv bytes/rank mean | max | closed form | note |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| n | scheme | median step | vs dense | × bound | recv bytes/rank mean | max | closed form | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in worlds:
         keys = [k for k in ours if k[0] == n and k[2] == "sparse"]
         dense = med_ours((n, "dense", "sparse")) if (n, "dense", "sparse") in ours else float("nan")
@@ -114,8 +146,8 @@ def main():
             cf = model.get(k[1])
             mean, mx = recv(k)
             vs = "%.2fx" % (dense / m) if m and dense == dense else "–"
-            print("| %d | %s | %.1f ms | %s | %.0f | %.0f | %s | %s |" % (n, k[1], m * 1e3, vs, mean, mx,
-                                                              "%.0f" % cf if cf else "", note))
+            print("| %d | %s | %.1f ms | %s | %s | %.0f | %.0f | %s | %s |" % (n, k[1], m * 1e3, vs, times(m, bound(zk)),
+                                                                   mean, mx, "%.0f" % cf if cf else "", note))
     print()
 
 
