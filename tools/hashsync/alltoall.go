@@ -273,14 +273,17 @@ func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 // scatter posts the parts of one asynchronous alltoall a (parts carry
 // their lengths) and collects what it received.
 func (r *a2aRunner) scatter(j *a2aJob, a *collective.AsyncAllToAll) ([]int64, []byte, error) {
-	off := 0
+	n, me := len(j.splits), r.comm.Rank()
+	offs := make([]int, n+1)
 	for k, s := range j.splits {
-		end := off + int(s)*j.rowBytes
-		if err := a.Post(k, j.frame.Data[off:end]); err != nil {
+		offs[k+1] = offs[k] + int(s)*j.rowBytes
+	}
+	for i := 1; i <= n; i++ { // rotation order: rank+1 first, this rank last
+		k := (me + i) % n
+		if err := a.Post(k, j.frame.Data[offs[k]:offs[k+1]]); err != nil {
 			_, _ = a.Wait()
 			return nil, nil, err
 		}
-		off = end
 	}
 	parts, err := a.Wait()
 	if err != nil {
