@@ -20,10 +20,13 @@ const LengthBytes = 8
 
 // AllToAllVAsync has AllToAllVBytes's contract and results (the same
 // bytes land in the same places), but it is Sven's scatter-based alltoall
-// (docs/sven.md): every part goes out at once, each to its peer on a
-// goroutine of its own, and every peer's part is received on another as
-// soon as it comes, in no fixed order; there are no rounds, so a rank
-// that arrives late delays only the parts it sends and receives. It
+// (docs/sven.md): every peer's part is received on a goroutine of its own
+// as soon as it comes, in no fixed order, and this rank's parts go out at
+// once, one after the other in rotation order (rank+1, rank+2, …), on one
+// goroutine that never waits for a receive; there are no rounds, so a
+// rank that arrives late delays only the parts it sends and receives.
+// One part at a time per sender keeps the senders spread over the
+// receivers (all at once is TCP incast on a rate-limited link). It
 // returns when every part has been sent and received. Payload bytes are
 // counted under the mesh phase "alltoall", as for AllToAllVBytes, so both
 // have the volumes of docs/sven.md (V.1).
@@ -45,10 +48,18 @@ func (c *Comm) AllToAllVAsync(ctx context.Context, send []byte, sendCounts []int
 	tag := c.tag(opAllToAllAsync)
 	var g errGroup
 	for s := 1; s < n; s++ {
-		to, from := mod(r+s, n), mod(r-s, n)
-		g.Go(func() error { return c.a2a.Send(to, tag, send[so[to]:so[to+1]]) })
+		from := mod(r-s, n)
 		g.Go(func() error { return c.a2a.Recv(from, tag, recv[ro[from]:ro[from+1]]) })
 	}
+	g.Go(func() error {
+		for s := 1; s < n; s++ {
+			to := mod(r+s, n)
+			if err := c.a2a.Send(to, tag, send[so[to]:so[to+1]]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return wrap(name, g.Wait())
 }
 
@@ -123,6 +134,7 @@ type AsyncAllToAll struct {
 	parts  [][]byte
 	posted []bool
 	sends  errGroup
+	queue  chan func() error // the sends, in the order posted, on one goroutine
 	recvs  errGroup
 	stop   func()
 	err    error
@@ -147,6 +159,16 @@ func (c *Comm) StartAllToAll(ctx context.Context, maxPart int) (*AsyncAllToAll, 
 	}
 	a.stop = stop
 	a.tag = c.tag(opAllToAllAsync)
+	a.queue = make(chan func() error, n)
+	a.sends.Go(func() error {
+		var err error
+		for send := range a.queue {
+			if err == nil {
+				err = send()
+			}
+		}
+		return err
+	})
 	for s := 1; s < n; s++ {
 		from := mod(r-s, n)
 		a.recvs.Go(func() error { return a.recv(from) })
@@ -173,8 +195,10 @@ func (a *AsyncAllToAll) recv(from int) error {
 	return nil
 }
 
-// Post sends part to rank peer (keeps it, for this rank) on a goroutine
-// of its own and returns at once; part must not change until Wait
+// Post queues part for rank peer (keeps it, for this rank) and returns
+// at once: one goroutine sends the parts in the order posted (post in
+// rotation order, rank+1 first, to spread the senders over the
+// receivers); part must not change until Wait
 // returns. A part over the bound, a rank out of range or a second Post to
 // the same rank is an error, which Wait returns too.
 func (a *AsyncAllToAll) Post(peer int, part []byte) error {
@@ -198,14 +222,14 @@ func (a *AsyncAllToAll) Post(peer int, part []byte) error {
 		a.parts[r] = append([]byte(nil), part...)
 		return nil
 	}
-	a.sends.Go(func() error {
+	a.queue <- func() error {
 		var hdr [LengthBytes]byte
 		binary.LittleEndian.PutUint64(hdr[:], uint64(len(part)))
 		if err := a.lens.Send(peer, a.tag, hdr[:]); err != nil {
 			return err
 		}
 		return a.c.a2a.Send(peer, a.tag, part)
-	})
+	}
 	return nil
 }
 
@@ -224,6 +248,9 @@ func (a *AsyncAllToAll) Wait() ([][]byte, error) {
 				break
 			}
 		}
+	}
+	if a.queue != nil {
+		close(a.queue)
 	}
 	serr, rerr := a.sends.Wait(), a.recvs.Wait()
 	err := rerr

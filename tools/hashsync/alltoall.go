@@ -187,12 +187,30 @@ func (r *a2aRunner) run(j *a2aJob, run int) (*wire.Dense, []int64, error) {
 			return nil, nil, err
 		}
 	}
+	// scatter mode receives from the start, as Sven's listening thread
+	// does: parts from ranks that are ready land while this one computes
+	// (sleeps, when it is the late rank).
+	var early *collective.AsyncAllToAll
+	if c.Mode == "scatter" {
+		a, err := r.comm.StartAllToAll(r.ctx, int(c.MaxPart))
+		if err != nil {
+			return nil, nil, fmt.Errorf("alltoall: %q: %w", j.name, err)
+		}
+		early = a
+	}
 	if m.Rank() == c.LateRank {
 		time.Sleep(c.LateBy)
 	}
 	before := m.Counters().Total()
 	t0 := time.Now()
-	recvSplits, data, err := r.exchange(j)
+	var recvSplits []int64
+	var data []byte
+	var err error
+	if early != nil {
+		recvSplits, data, err = r.scatter(j, early)
+	} else {
+		recvSplits, data, err = r.exchange(j)
+	}
 	ns := time.Since(t0).Nanoseconds()
 	if err != nil {
 		return nil, nil, fmt.Errorf("alltoall: %q: %w", j.name, err)
@@ -212,13 +230,9 @@ func (r *a2aRunner) run(j *a2aJob, run int) (*wire.Dense, []int64, error) {
 		Labels: map[string]string{"mode": c.Mode, "tensor": j.name}})
 }
 
-// exchange moves the rows: the split sizes then the rows (async, sync),
-// or the rows with their lengths (scatter).
+// exchange moves the rows: the split sizes, then the rows.
 func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 	n := r.comm.World()
-	if r.cmd.Mode == "scatter" {
-		return r.scatter(j)
-	}
 	alltoallv := r.comm.AllToAllVAsync
 	if r.cmd.Mode == "sync" {
 		alltoallv = r.comm.AllToAllVBytes
@@ -256,20 +270,20 @@ func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 	return recvSplits, data, nil
 }
 
-// scatter is one asynchronous alltoall of parts that carry their lengths.
-func (r *a2aRunner) scatter(j *a2aJob) ([]int64, []byte, error) {
-	a, err := r.comm.StartAllToAll(r.ctx, int(r.cmd.MaxPart))
-	if err != nil {
-		return nil, nil, err
-	}
-	off := 0
+// scatter posts the parts of one asynchronous alltoall a (parts carry
+// their lengths) and collects what it received.
+func (r *a2aRunner) scatter(j *a2aJob, a *collective.AsyncAllToAll) ([]int64, []byte, error) {
+	n, me := len(j.splits), r.comm.Rank()
+	offs := make([]int, n+1)
 	for k, s := range j.splits {
-		end := off + int(s)*j.rowBytes
-		if err := a.Post(k, j.frame.Data[off:end]); err != nil {
+		offs[k+1] = offs[k] + int(s)*j.rowBytes
+	}
+	for i := 1; i <= n; i++ { // rotation order: rank+1 first, this rank last
+		k := (me + i) % n
+		if err := a.Post(k, j.frame.Data[offs[k]:offs[k+1]]); err != nil {
 			_, _ = a.Wait()
 			return nil, nil, err
 		}
-		off = end
 	}
 	parts, err := a.Wait()
 	if err != nil {

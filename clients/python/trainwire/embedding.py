@@ -1,0 +1,208 @@
+"""Model-parallel embedding tables for DLRM-style training (docs/sven.md): each table lives whole on
+one rank, every rank looks up the tables it holds for the whole global batch, and the lookups move
+with alltoalls through this rank's `hashsync alltoall` process (Sven's asynchronous alltoall over
+trainwire's mesh):
+
+  forward   1. lengths: each sample's bag length for each table, to the table's rank
+            2. indices: the bags themselves, to the table's rank (the chapter's input
+               redistribution: two alltoalls, lengths then indices)
+            3. pooled lookups: each owner's EmbeddingBag sums, back to the samples' ranks
+  backward  4. the gradients of the pooled lookups, to the tables' ranks
+
+The local tables are ordinary torch.nn.EmbeddingBag modules (parameters of this module, so any
+optimizer steps them); they are not data parallel, so do not wrap this module in DDP.
+"""
+
+import subprocess
+
+import numpy as np
+import torch
+
+from trainwire import wire
+from trainwire.serve import find_binary
+
+__all__ = ["AllToAll", "ShardedEmbeddingBagCollection", "owners_from_plan", "round_robin"]
+
+
+class AllToAll:
+    """This rank's `hashsync alltoall` filter: `a2a(name, splits, rows)` sends rows[sum(splits[:k]) :
+    ...+splits[k]] to rank k and returns (received splits, received rows), in rank order: what
+    torch's all_to_all_single computes (1-D rows here)."""
+
+    def __init__(self, rank, world, master, mode="async", args=(), env=None):
+        cmd = [find_binary("hashsync"), "alltoall", "--rank", str(rank), "--world", str(world),
+               "--master", master, "--mode", mode] + list(args)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._w = wire.Writer(self.proc.stdin, producer="trainwire.embedding")
+        self._r = iter(wire.Reader(self.proc.stdout))
+
+    def __call__(self, name, splits, rows):
+        self._w.write(wire.dense(name + ".splits", np.asarray(splits, dtype=np.int64)))
+        self._w.write(wire.dense(name, np.ascontiguousarray(rows)))
+        self.proc.stdin.flush()
+        try:
+            sp, data = next(self._r), next(self._r)
+        except (StopIteration, wire.WireError) as e:
+            code = self.proc.wait()
+            raise RuntimeError("trainwire: hashsync alltoall %r failed (exit %s): %s" % (name, code, e)) from e
+        return wire.to_numpy(sp).copy(), wire.to_numpy(data).copy()
+
+    def close(self):
+        """Ends the stream and waits for the process; raises if it failed."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self._w.close()
+            self.proc.stdin.close()
+        code = self.proc.wait()
+        if code != 0:
+            raise RuntimeError("trainwire: hashsync alltoall exited %d" % code)
+
+
+def round_robin(n_tables, world):
+    """Table t on rank t mod world."""
+    return [t % world for t in range(n_tables)]
+
+
+def owners_from_plan(plan, names):
+    """The rank of each table in `names` from a `hashsync place` plan frame (kind "embedding").
+    Tables cut row-wise are refused: this collection holds tables whole."""
+    if plan.get("kind") != "embedding":
+        raise ValueError("trainwire: plan of kind %r, want 'embedding'" % plan.get("kind"))
+    owner = {}
+    for it in plan["items"]:
+        if it["table"] in owner:
+            raise ValueError("trainwire: table %r is cut row-wise in the plan; place it whole "
+                             "(hashsync place --algo size-greedy, or fewer ranks)" % it["table"])
+        owner[it["table"]] = int(it["rank"])
+    missing = [n for n in names if n not in owner]
+    if missing:
+        raise ValueError("trainwire: the plan places no table named %s" % ", ".join(map(repr, missing)))
+    return [owner[n] for n in names]
+
+
+class _Pooled(torch.autograd.Function):
+    """Alltoall 3 in forward (owners' pooled lookups to the samples' ranks), 4 in backward."""
+
+    @staticmethod
+    def forward(ctx, local, coll, rows_from):
+        ctx.coll, ctx.rows_from = coll, rows_from
+        return coll._exchange_pooled(local.detach(), rows_from)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.coll._exchange_grads(grad.contiguous(), ctx.rows_from), None, None
+
+
+class ShardedEmbeddingBagCollection(torch.nn.Module):
+    """Tables (name, rows, dim) held whole by rank owner[t]; forward(lengths, indices) returns every
+    local sample's pooled (sum) lookups, [batch, sum of dims], tables in order.
+
+    lengths: int64 [batch, tables], the bag length of each sample for each table; indices: int64,
+    the bags one after the other, sample by sample, tables in order within a sample. Table t's
+    weights start from torch.manual_seed(seed + t), the same on every rank (so a single process can
+    rebuild the whole model for reference)."""
+
+    def __init__(self, tables, rank, world, alltoall, owner=None, seed=0):
+        super().__init__()
+        self.tables, self.rank, self.world, self.a2a = list(tables), rank, world, alltoall
+        self.owner = list(owner) if owner is not None else round_robin(len(self.tables), world)
+        if len(self.owner) != len(self.tables) or any(not 0 <= o < world for o in self.owner):
+            raise ValueError("trainwire: owners %r for %d tables on %d ranks" % (self.owner, len(self.tables), world))
+        self.local = [t for t in range(len(self.tables)) if self.owner[t] == rank]
+        self.bags = torch.nn.ModuleDict({self.tables[t][0]: make_bag(self.tables[t], seed + t) for t in self.local})
+        self.of_rank = [[t for t in range(len(self.tables)) if self.owner[t] == k] for k in range(world)]
+        self.dim_of = [sum(self.tables[t][2] for t in ts) for ts in self.of_rank]
+
+    def forward(self, lengths, indices):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64)
+        batch = lengths.shape[0]
+        rows_from, idx_by_src = self._redistribute(lengths, indices)
+        local = self._lookup(rows_from, idx_by_src)
+        out = _Pooled.apply(local, self, rows_from)
+        return out.view(batch, -1)
+
+    def _redistribute(self, lengths, indices):
+        """Alltoalls 1 and 2: each owner gets the lengths, then the indices, of its tables."""
+        ends = np.cumsum(lengths.reshape(-1))
+        starts = ends - lengths.reshape(-1)
+        nt = len(self.tables)
+        send_len, send_idx = [], []
+        for ts in self.of_rank:
+            sub = lengths[:, ts]
+            send_len.append(sub.reshape(-1))
+            parts = [indices[starts[b * nt + t]:ends[b * nt + t]] for b in range(lengths.shape[0]) for t in ts]
+            send_idx.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        got, recv_len = self.a2a("lengths", [len(x) for x in send_len], np.concatenate(send_len))
+        got_idx, recv_idx = self.a2a("indices", [len(x) for x in send_idx], np.concatenate(send_idx))
+        mine = len(self.local)
+        rows_from, by_src, lo, ilo = [], [], 0, 0
+        for k in range(self.world):
+            n = int(got[k])
+            ls = recv_len[lo:lo + n].reshape(-1, mine) if mine else np.zeros((0, 0), np.int64)
+            rows_from.append(ls.shape[0] if mine else 0)
+            m = int(got_idx[k])
+            by_src.append((ls, recv_idx[ilo:ilo + m]))
+            lo, ilo = lo + n, ilo + m
+        return rows_from, by_src
+
+    def _lookup(self, rows_from, by_src):
+        """The local tables' pooled sums for every sample of every rank: [sum rows_from, local dims]."""
+        if not self.local:
+            return torch.zeros((0, 0), requires_grad=True)
+        all_len = np.concatenate([ls for ls, _ in by_src]) if by_src else np.zeros((0, len(self.local)), np.int64)
+        all_idx = np.concatenate([ix for _, ix in by_src])
+        # indices are sample-major, local table-minor: cut them per table
+        flat = all_len.reshape(-1)
+        ends = np.cumsum(flat)
+        starts = ends - flat
+        cols = []
+        for j, t in enumerate(self.local):
+            sel = np.arange(j, len(flat), len(self.local))
+            idx = np.concatenate([all_idx[starts[s]:ends[s]] for s in sel]) if len(sel) else np.zeros(0, np.int64)
+            offsets = np.concatenate([[0], np.cumsum(flat[sel])[:-1]]) if len(sel) else np.zeros(0, np.int64)
+            cols.append(self.bags[self.tables[t][0]](torch.from_numpy(idx), torch.from_numpy(offsets.astype(np.int64))))
+        return torch.cat(cols, dim=1)
+
+    def _exchange_pooled(self, local, rows_from):
+        """Alltoall 3: rows of `local` to the ranks whose samples they are; columns in table order."""
+        d = local.shape[1] if self.local else 0
+        splits = [r * d for r in rows_from]
+        got, data = self.a2a("pooled", splits, local.numpy().reshape(-1).astype(np.float32))
+        return self._assemble(got, data)
+
+    def _assemble(self, got, data):
+        parts, lo = {}, 0
+        for k in range(self.world):
+            n = int(got[k])
+            block = data[lo:lo + n].reshape(-1, self.dim_of[k]) if self.dim_of[k] else None
+            lo += n
+            c = 0
+            for t in self.of_rank[k]:
+                parts[t] = block[:, c:c + self.tables[t][2]]
+                c += self.tables[t][2]
+        return torch.from_numpy(np.ascontiguousarray(np.concatenate([parts[t] for t in range(len(self.tables))], axis=1)))
+
+    def _exchange_grads(self, grad, rows_from):
+        """Alltoall 4: each owner gets the gradients of the columns of its tables."""
+        col, starts = 0, {}
+        for t, (_, _, dim) in enumerate(self.tables):
+            starts[t] = col
+            col += dim
+        g = grad.numpy()
+        send = [np.concatenate([g[:, starts[t]:starts[t] + self.tables[t][2]] for t in ts], axis=1).reshape(-1)
+                if ts else np.zeros(0, np.float32) for ts in self.of_rank]
+        got, data = self.a2a("grads", [len(x) for x in send], np.concatenate(send).astype(np.float32))
+        d = self.dim_of[self.rank]
+        if not self.local:
+            return torch.zeros((0, 0))
+        return torch.from_numpy(data.reshape(-1, d).copy())
+
+
+def make_bag(table, seed):
+    """Table (name, rows, dim) as a sum EmbeddingBag with weights from torch.manual_seed(seed)."""
+    _, rows, dim = table
+    g = torch.Generator().manual_seed(seed)
+    bag = torch.nn.EmbeddingBag(rows, dim, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.randn(rows, dim, generator=g) * 0.1)
+    return bag
