@@ -124,8 +124,8 @@ func TestPlaceRefuses(t *testing.T) {
 // TestPlaceEnv: the flags a launcher sets come from the environment.
 func TestPlaceEnv(t *testing.T) {
 	t.Setenv("TRAINWIRE_WORLD", "3")
-	t.Setenv("TRAINWIRE_PLACE_TABLES", placeTables)
-	t.Setenv("TRAINWIRE_PLACE_ALGO", "size-greedy")
+	t.Setenv("TRAINWIRE_HASHSYNC_TABLE", placeTables)
+	t.Setenv("TRAINWIRE_HASHSYNC_ALGO", "size-greedy")
 	code, out, stderr := runPlace(t, nil, "--format", "json")
 	require.Equal(t, 0, code, stderr)
 	var js map[string]any
