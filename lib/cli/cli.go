@@ -82,8 +82,8 @@ type IO struct {
 // Globals are the flags every tool has, embedded in its CLI struct.
 type Globals struct {
 	Version   kong.VersionFlag `help:"Print the tool's version and exit."`
-	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL"`
-	LogFormat string           `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT"`
+	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL" envscope:"shared"`
+	LogFormat string           `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT" envscope:"shared"`
 }
 
 // Logger returns a logger on w at the chosen level and format.

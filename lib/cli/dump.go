@@ -18,8 +18,8 @@ import (
 
 // WireFlags are the stream limits every reading verb takes.
 type WireFlags struct {
-	MaxPayload ByteSize `help:"Largest payload (bin value) accepted from a stream." default:"4294967295" env:"TRAINWIRE_MAX_PAYLOAD"`
-	MaxElems   int      `help:"Largest array or map accepted from a stream, in elements." default:"1048576" env:"TRAINWIRE_MAX_ELEMS"`
+	MaxPayload ByteSize `help:"Largest payload (bin value) accepted from a stream." default:"4294967295" env:"TRAINWIRE_MAX_PAYLOAD" envscope:"shared"`
+	MaxElems   int      `help:"Largest array or map accepted from a stream, in elements." default:"1048576" env:"TRAINWIRE_MAX_ELEMS" envscope:"shared"`
 }
 
 // Limits returns the wire limits the flags ask for.
