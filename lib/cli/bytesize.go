@@ -57,3 +57,9 @@ func parseByteSize(s string) (int64, error) {
 	}
 	return int64(v), nil
 }
+
+// ParseSize parses a byte count with an optional unit: "4096", "64KB"
+// (10^3), "64KiB" or "64K" (2^10), and likewise M, G, T (MB = 10^6 bytes,
+// MiB = M = 2^20). Fractions that give whole bytes ("1.5K") are
+// accepted; negative sizes are errors.
+func ParseSize(s string) (int64, error) { return parseByteSize(s) }

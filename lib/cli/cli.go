@@ -1,7 +1,10 @@
 // Package cli is the command-line plumbing every trainwire tool shares: the
 // kong parser set up the same way everywhere (help on every verb,
-// TRAINWIRE_* environment variables, documented exit codes), logging to
-// stderr, and the verbs every tool has (version, dump, env).
+// TRAINWIRE_* environment variables by one rule, documented exit codes),
+// logging to stderr, inputs and atomic outputs, progress bars and the
+// version verb. The verbs many tools embed live below it: dump and env in
+// lib/cli/verbs, check (which needs the mesh) in lib/cli/verbs/check, so
+// a tool without a mesh links none.
 //
 // A tool's main is one line:
 //
@@ -82,8 +85,8 @@ type IO struct {
 // Globals are the flags every tool has, embedded in its CLI struct.
 type Globals struct {
 	Version   kong.VersionFlag `help:"Print the tool's version and exit."`
-	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL"`
-	LogFormat string           `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT"`
+	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"TRAINWIRE_LOG_LEVEL" envscope:"shared"`
+	LogFormat string           `help:"Log format on stderr: text or json." enum:"text,json" default:"text" env:"TRAINWIRE_LOG_FORMAT" envscope:"shared"`
 }
 
 // Logger returns a logger on w at the chosen level and format.

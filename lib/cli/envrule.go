@@ -4,12 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/alecthomas/kong"
-
-	"trainwire.dev/lib/launch"
-	"trainwire.dev/lib/mesh"
 )
 
 // The environment-variable rule (docs/launch.md, "Environment
@@ -36,72 +32,26 @@ import (
 // EnvPrefix starts every environment variable the tools read.
 const EnvPrefix = "TRAINWIRE_"
 
-// sharedFlag is a flag of a group every tool embeds.
-type sharedFlag struct {
-	help string
-	envs []string
-	// detect: read by launch.Detect, not bound by kong.
-	detect bool
-}
+// EnvScope is the struct tag that marks a flag of a group every tool
+// embeds: envscope:"shared" keeps the names of its env tag in every tool
+// (TRAINWIRE_[GROUP_]FLAG, no tool in them); envscope:"detect" is a
+// launch flag, which launch.Detect reads from TRAINWIRE_<FLAG> (the
+// master from TRAINWIRE_MASTER_ADDR and _PORT), so kong binds none.
+const EnvScope = "envscope"
 
-var (
-	sharedMu    sync.Mutex
-	sharedFlags = map[string][]sharedFlag{} // by flag name
-)
-
-// RegisterShared declares the flags of group (a pointer to a struct of
-// kong flags that many tools embed, such as serve.Flags) as shared: each
-// keeps the env names of its tag in every tool, and the rule gives it no
-// tool-scoped name. A flag is known by its name and help text.
-func RegisterShared(group any) {
-	registerShared(group, false)
-}
-
-func registerShared(group any, detect bool) {
-	k, err := kong.New(group, kong.Exit(func(int) {}))
-	if err != nil {
-		panic(fmt.Sprintf("cli.RegisterShared(%T): %v", group, err))
-	}
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	for _, f := range k.Model.Flags {
-		if f.Name == "help" {
-			continue
+// shared returns a shared flag's names and whether launch.Detect reads
+// them; ok is false for a tool's own flag.
+func shared(f *kong.Flag) (envs []string, detect, ok bool) {
+	switch f.Tag.Get(EnvScope) {
+	case "shared":
+		return slices.Clone(f.Envs), false, true
+	case "detect":
+		if f.Name == "master" {
+			return []string{EnvPrefix + "MASTER_ADDR", EnvPrefix + "MASTER_PORT"}, true, true
 		}
-		envs := slices.Clone(f.Envs)
-		if detect {
-			envs = detectEnvs(f.Name)
-		}
-		sharedFlags[f.Name] = append(sharedFlags[f.Name], sharedFlag{help: f.Help, envs: envs, detect: detect})
+		return []string{EnvName(f.Name)}, true, true
 	}
-}
-
-// detectEnvs are the variables launch.Detect reads for a launch flag.
-func detectEnvs(flag string) []string {
-	if flag == "master" {
-		return []string{EnvPrefix + "MASTER_ADDR", EnvPrefix + "MASTER_PORT"}
-	}
-	return []string{EnvName(flag)}
-}
-
-func init() {
-	registerShared(&Globals{}, false)
-	registerShared(&WireFlags{}, false)
-	registerShared(&mesh.Flags{}, false)
-	lf := launch.NewFlags()
-	registerShared(&lf, true)
-}
-
-// shared returns the shared flag f is, if it is one.
-func shared(f *kong.Flag) (sharedFlag, bool) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	for _, s := range sharedFlags[f.Name] {
-		if s.help == f.Help {
-			return s, true
-		}
-	}
-	return sharedFlag{}, false
+	return nil, false, false
 }
 
 // EnvName is TRAINWIRE_ followed by the parts upper-cased, - and space
@@ -130,8 +80,8 @@ func EnvRule(tool string, root *kong.Node) []FlagEnv {
 	var all []FlagEnv
 	walkFlags(root, func(n *kong.Node, f *kong.Flag) {
 		fe := FlagEnv{Flag: f, Verb: verbPath(n)}
-		if s, ok := shared(f); ok {
-			fe.Env, fe.Shared, fe.Detected = s.envs, true, s.detect
+		if envs, detect, ok := shared(f); ok {
+			fe.Env, fe.Shared, fe.Detected = envs, true, detect
 		}
 		all = append(all, fe)
 	})

@@ -78,3 +78,14 @@ func TestStepFilter(t *testing.T) {
 	assert.Equal(t, []string{"header", "dense", "step_end", "dense", "end"}, got)
 	assert.Equal(t, []string{"step"}, seen)
 }
+
+// stream writes frames as one stream.
+func stream(t *testing.T, frames ...wire.Frame) []byte {
+	var b bytes.Buffer
+	w := wire.NewWriter(&b, "test")
+	for _, f := range frames {
+		require.NoError(t, w.Write(f))
+	}
+	require.NoError(t, w.Close())
+	return b.Bytes()
+}

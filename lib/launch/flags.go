@@ -25,14 +25,14 @@ import (
 // which programs without kong use too. Build Flags by hand with NewFlags,
 // not as a literal: the zero Flags says rank 0 of world 0.
 type Flags struct {
-	Rank       int    `name:"rank" default:"-1" placeholder:"N" help:"Global rank of this process, 0 <= rank < world (default: TRAINWIRE_RANK, else the launcher's: torchrun, Kubeflow, OpenMPI, PMI/PMIx, Slurm, Kubernetes Indexed Job/JobSet)."`
-	World      int    `name:"world" default:"-1" placeholder:"N" help:"Number of ranks in the job (default: TRAINWIRE_WORLD, else the launcher's)."`
-	LocalRank  int    `name:"local-rank" default:"-1" placeholder:"N" help:"Rank among the processes on this node (default: TRAINWIRE_LOCAL_RANK, else the launcher's)."`
-	LocalWorld int    `name:"local-world" default:"-1" placeholder:"N" help:"Number of processes on this node (default: TRAINWIRE_LOCAL_WORLD, else the launcher's)."`
-	NodeRank   int    `name:"node-rank" default:"-1" placeholder:"N" help:"Index of this node (default: TRAINWIRE_NODE_RANK, else the launcher's)."`
-	NumNodes   int    `name:"num-nodes" default:"-1" placeholder:"N" help:"Number of nodes (default: TRAINWIRE_NUM_NODES, else the launcher's)."`
-	Master     string `name:"master" placeholder:"HOST:PORT" help:"Address of rank 0's rendezvous listener; HOST alone or :PORT alone set one half (default: TRAINWIRE_MASTER_ADDR and TRAINWIRE_MASTER_PORT, else the launcher's MASTER_ADDR with MASTER_PORT+1, else 127.0.0.1 on one node; port 29511)."`
-	RunID      string `name:"run-id" placeholder:"ID" help:"Name of the job, shared by all its ranks (default: TRAINWIRE_RUN_ID, else the launcher's, e.g. TORCHELASTIC_RUN_ID or SLURM_JOB_ID)."`
+	Rank       int    `name:"rank" default:"-1" placeholder:"N" help:"Global rank of this process, 0 <= rank < world (default: TRAINWIRE_RANK, else the launcher's: torchrun, Kubeflow, OpenMPI, PMI/PMIx, Slurm, Kubernetes Indexed Job/JobSet)." envscope:"detect"`
+	World      int    `name:"world" default:"-1" placeholder:"N" help:"Number of ranks in the job (default: TRAINWIRE_WORLD, else the launcher's)." envscope:"detect"`
+	LocalRank  int    `name:"local-rank" default:"-1" placeholder:"N" help:"Rank among the processes on this node (default: TRAINWIRE_LOCAL_RANK, else the launcher's)." envscope:"detect"`
+	LocalWorld int    `name:"local-world" default:"-1" placeholder:"N" help:"Number of processes on this node (default: TRAINWIRE_LOCAL_WORLD, else the launcher's)." envscope:"detect"`
+	NodeRank   int    `name:"node-rank" default:"-1" placeholder:"N" help:"Index of this node (default: TRAINWIRE_NODE_RANK, else the launcher's)." envscope:"detect"`
+	NumNodes   int    `name:"num-nodes" default:"-1" placeholder:"N" help:"Number of nodes (default: TRAINWIRE_NUM_NODES, else the launcher's)." envscope:"detect"`
+	Master     string `name:"master" placeholder:"HOST:PORT" help:"Address of rank 0's rendezvous listener; HOST alone or :PORT alone set one half (default: TRAINWIRE_MASTER_ADDR and TRAINWIRE_MASTER_PORT, else the launcher's MASTER_ADDR with MASTER_PORT+1, else 127.0.0.1 on one node; port 29511)." envscope:"detect"`
+	RunID      string `name:"run-id" placeholder:"ID" help:"Name of the job, shared by all its ranks (default: TRAINWIRE_RUN_ID, else the launcher's, e.g. TORCHELASTIC_RUN_ID or SLURM_JOB_ID)." envscope:"detect"`
 }
 
 // NewFlags returns Flags with every flag unset, as kong leaves them when

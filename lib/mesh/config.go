@@ -80,11 +80,11 @@ type Config struct {
 //
 //	Mesh mesh.Flags `embed:""`
 type Flags struct {
-	Bind           string        `help:"Address the data listener binds (port chosen by the kernel). Non-loopback needs --token." default:"127.0.0.1" env:"TRAINWIRE_BIND"`
-	Token          string        `help:"Shared job token authenticating every connection (prefer the environment variable: flags show in ps)." env:"TRAINWIRE_TOKEN"`
-	Timeout        time.Duration `help:"Deadline for every send, receive and blocking step; a peer silent this long is an error." default:"60s" env:"TRAINWIRE_TIMEOUT"`
-	ConnectTimeout time.Duration `help:"Deadline for the whole rendezvous (ranks wait this long for rank 0)." default:"120s" env:"TRAINWIRE_CONNECT_TIMEOUT"`
-	NoUnix         bool          `help:"Use TCP even between ranks on the same host." env:"TRAINWIRE_NO_UNIX"`
+	Bind           string        `help:"Address the data listener binds (port chosen by the kernel). Non-loopback needs --token." default:"127.0.0.1" env:"TRAINWIRE_BIND" envscope:"shared"`
+	Token          string        `help:"Shared job token authenticating every connection (prefer the environment variable: flags show in ps)." env:"TRAINWIRE_TOKEN" envscope:"shared"`
+	Timeout        time.Duration `help:"Deadline for every send, receive and blocking step; a peer silent this long is an error." default:"60s" env:"TRAINWIRE_TIMEOUT" envscope:"shared"`
+	ConnectTimeout time.Duration `help:"Deadline for the whole rendezvous (ranks wait this long for rank 0)." default:"120s" env:"TRAINWIRE_CONNECT_TIMEOUT" envscope:"shared"`
+	NoUnix         bool          `help:"Use TCP even between ranks on the same host." env:"TRAINWIRE_NO_UNIX" envscope:"shared"`
 }
 
 // Config returns the mesh configuration the flags describe for env.

@@ -13,14 +13,10 @@ import (
 
 // Flags are every serve verb's own flags (docs/serve.md, "Flags").
 type Flags struct {
-	Socket     string       `help:"Path of the Unix socket to listen on (mode 0600; its directory must be this user's and writable by nobody else); {rank} and {local_rank} in it are replaced, for launchers that give every rank the same environment." env:"TRAINWIRE_SERVE_SOCKET" required:""`
-	MaxRequest cli.ByteSize `help:"Largest request or reply message, inline tensors included." default:"64MiB" env:"TRAINWIRE_SERVE_MAX_REQUEST"`
-	MaxTensors int          `help:"Most tensors in one request." default:"65536" env:"TRAINWIRE_SERVE_MAX_TENSORS"`
+	Socket     string       `help:"Path of the Unix socket to listen on (mode 0600; its directory must be this user's and writable by nobody else); {rank} and {local_rank} in it are replaced, for launchers that give every rank the same environment." env:"TRAINWIRE_SERVE_SOCKET" required:"" envscope:"shared"`
+	MaxRequest cli.ByteSize `help:"Largest request or reply message, inline tensors included." default:"64MiB" env:"TRAINWIRE_SERVE_MAX_REQUEST" envscope:"shared"`
+	MaxTensors int          `help:"Most tensors in one request." default:"65536" env:"TRAINWIRE_SERVE_MAX_TENSORS" envscope:"shared"`
 }
-
-// Every tool's serve verb embeds Flags: their variables are shared
-// (TRAINWIRE_SERVE_*), not the tool's (lib/cli's environment rule).
-func init() { cli.RegisterShared(&Flags{}) }
 
 // Listen checks the flags and listens on the socket, {rank} and
 // {local_rank} replaced from env: before the mesh is joined, so that a bad

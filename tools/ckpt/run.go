@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
+	"trainwire.dev/lib/cli/verbs/check"
 )
 
 // CLI is ckpt's command line.
@@ -11,9 +13,9 @@ type CLI struct {
 	cli.Globals
 
 	Version  cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump     cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
-	Check    cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
-	Env      cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Dump     verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check    check.Cmd      `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env      verbs.EnvCmd   `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
 	Agent    AgentCmd       `cmd:"" help:"Run this rank's agent: hold checkpoint replicas in memory, replicate to peers (Algorithm 6.1), serve the trainer and restores."`
 	Save     SaveCmd        `cmd:"" help:"Hand this rank's state (frames, safetensors, raw, or a shared-memory file) to the local agent."`
 	Restore  RestoreCmd     `cmd:"" help:"Get this rank's state back: latest committed iteration (or --iter), from local memory, else a peer's."`

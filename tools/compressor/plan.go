@@ -91,17 +91,7 @@ func (c *PlanCmd) Run(rio *cli.IO) error {
 	return rep.frames(rio.Stdout)
 }
 
-func (c *PlanCmd) format(w io.Writer) string {
-	if c.Format != "auto" {
-		return c.Format
-	}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return "table"
-		}
-	}
-	return "frames"
-}
+func (c *PlanCmd) format(w io.Writer) string { return cli.ResolveFormat(c.Format, w) }
 
 // instance reads every input and builds the timeline model.
 func (c *PlanCmd) instance(rio *cli.IO) (*espresso.Instance, map[string]string, error) {

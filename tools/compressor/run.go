@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
 )
 
 // CLI is compressor's command line.
@@ -11,7 +12,7 @@ type CLI struct {
 	cli.Globals
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Dump    verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
 	Encode  EncodeCmd      `cmd:"" help:"Compress dense f32 tensor frames into compressed frames, with error feedback per tensor name."`
 	Decode  DecodeCmd      `cmd:"" help:"Decompress compressed frames back into dense f32 frames."`
 	List    ListCmd        `cmd:"" help:"List every algorithm: parameters, defaults, output size and summability."`

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"golang.org/x/term"
-
 	"trainwire.dev/lib/cli"
 	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/wire"
@@ -22,15 +20,8 @@ type OutputFlags struct {
 	Format string `help:"Output: frames (a trainwire plan stream, for tools), json or table (for people); auto is table on a terminal, frames otherwise." enum:"auto,frames,json,table" default:"auto" env:"TRAINWIRE_FORMAT"`
 }
 
-func (o *OutputFlags) format(w io.Writer) string {
-	if o.Format != "auto" {
-		return o.Format
-	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return "table"
-	}
-	return "frames"
-}
+// format is the output format: auto is cli.ResolveFormat's.
+func (o *OutputFlags) format(w io.Writer) string { return cli.ResolveFormat(o.Format, w) }
 
 // report is what plan and eval print.
 type report struct {

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
 )
 
 // CLI is fuser's command line.
@@ -11,7 +12,7 @@ type CLI struct {
 	cli.Globals
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Dump    verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
 	Plan    PlanCmd        `cmd:"" help:"Find the fusion plan with the least predicted iteration time, against bucket and even-split baselines."`
 	Eval    EvalCmd        `cmd:"" help:"Predict the iteration time and timeline of a given plan."`
 }

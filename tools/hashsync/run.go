@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
+	"trainwire.dev/lib/cli/verbs/check"
 )
 
 // CLI is hashsync's command line.
@@ -11,9 +13,9 @@ type CLI struct {
 	cli.Globals
 
 	Version  cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump     cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
-	Check    cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
-	Env      cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Dump     verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check    check.Cmd      `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env      verbs.EnvCmd   `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
 	Gen      GenCmd         `cmd:"" help:"Write one rank's deterministic sparse-gradient workload (Zipf embedding, Bernoulli pool or top-k model)."`
 	Serve    ServeCmd       `cmd:"" help:"Sidecar: join the mesh once and answer a training process's sync requests on a Unix socket, tensors in shared memory (docs/serve.md)."`
 	Sync     SyncCmd        `cmd:"" help:"Filter: synchronize this rank's gradient frames with the other ranks (zen or a baseline scheme) and write the sums."`

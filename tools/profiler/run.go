@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
 )
 
 // CLI is profiler's command line.
@@ -11,7 +12,7 @@ type CLI struct {
 	cli.Globals
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump    cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Dump    verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
 	Ingest  IngestCmd      `cmd:"" help:"Stream traces of every vintage into normalized event frames."`
 	Summary SummaryCmd     `cmd:"" help:"HTA-grade analyses: temporal breakdown, overlap, idle split, kernels, launches, collectives, stragglers, memory."`
 	Model   ModelCmd       `cmd:"" help:"Write the timing model the planners read (from traces, or --builtin)."`

@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs"
+	"trainwire.dev/lib/cli/verbs/check"
 )
 
 // CLI is straggle's command line.
@@ -11,9 +13,9 @@ type CLI struct {
 	cli.Globals
 
 	Version    cli.VersionCmd `cmd:"" help:"Print the version."`
-	Dump       cli.DumpCmd    `cmd:"" help:"Print any trainwire stream as JSON lines."`
-	Check      cli.CheckCmd   `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
-	Env        cli.EnvCmd     `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
+	Dump       verbs.DumpCmd  `cmd:"" help:"Print any trainwire stream as JSON lines."`
+	Check      check.Cmd      `cmd:"" help:"Check the mesh: every rank runs it; times and verifies ring allreduce; rank 0 reports."`
+	Env        verbs.EnvCmd   `cmd:"" help:"Print this process's rank, world and master as its launcher set them."`
 	Sync       SyncCmd        `cmd:"" help:"Synchronize this rank's gradients: rna (non-blocking, probes), rna-h (RNA in fast/slow groups), groups (random-group partial allreduce) or allreduce (blocking); every rank runs it. Exit 2: bad gradient stream; 3: a peer failure that could not be survived."`
 	Controller ControllerCmd  `cmd:"" help:"Run only RNA's controller, as rank 0 of a run whose workers use --controller separate."`
 	Serve      ServeCmd       `cmd:"" help:"Sidecar: one per rank, joined to the mesh once, answering its training process's sync requests on a Unix socket (tensors in shared memory) with RNA's rounds (docs/serve.md, docs/straggle.md). Exit 0 once its client has disconnected and the run has ended; 3: a peer failure that could not be survived."`

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
+
+	"trainwire.dev/lib/wire"
 )
 
 // RunFunc is a tool's run: main without the exit.
@@ -98,4 +100,20 @@ func Basics(t *testing.T, tool string, cli any, run RunFunc) {
 			}
 		}
 	})
+}
+
+// Stream writes frames as one trainwire stream (header, frames, end).
+func Stream(t testing.TB, frames ...wire.Frame) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := wire.NewWriter(&b, "test")
+	for _, f := range frames {
+		if err := w.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

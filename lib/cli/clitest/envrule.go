@@ -14,8 +14,8 @@ import (
 // EnvRule checks the environment-variable rule (lib/cli's EnvRule,
 // docs/launch.md) on every flag of a tool as the tool builds its parser:
 //
-//   - every flag has a variable (the launch flags: the ones launch.Detect
-//     reads, named in their help);
+//   - every flag has a variable (the launch flags, envscope:"detect": the
+//     ones launch.Detect reads, named in their help);
 //   - a tool's own flag reads TRAINWIRE_<TOOL>_<FLAG> or
 //     TRAINWIRE_<TOOL>_<VERB>_<FLAG> first, and any other name it reads is
 //     one of cli.LegacyEnv's;
@@ -43,7 +43,7 @@ func EnvRule(t *testing.T, tool string, cliStruct any, run RunFunc) {
 		}
 		first := f.Envs[0]
 		own := cli.EnvName(tool, f.Name)
-		if verb != "" && first != own && first != cli.EnvName(tool, verb, f.Name) && !isShared(first, f.Name) {
+		if verb != "" && first != own && first != cli.EnvName(tool, verb, f.Name) && f.Tag.Get(cli.EnvScope) != "shared" {
 			t.Errorf("%s %s: reads %s first, want %s (or with the verb)", tool, name, first, own)
 		}
 		for _, e := range f.Envs[1:] {
@@ -74,12 +74,6 @@ func EnvRule(t *testing.T, tool string, cliStruct any, run RunFunc) {
 	}
 }
 
-// isShared says whether env is a shared flag's name: TRAINWIRE_FLAG or
-// TRAINWIRE_<GROUP>_FLAG for a group every tool embeds (serve).
-func isShared(env, flag string) bool {
-	return env == cli.EnvName(flag) || env == cli.EnvName("serve", flag)
-}
-
 // walk calls fn for every flag of n and its verbs, with the verb's path
 // and whether launch.Detect reads it (no kong variable).
 func walk(n *kong.Node, verb string, fn func(verb string, f *kong.Flag, detected bool)) {
@@ -87,7 +81,7 @@ func walk(n *kong.Node, verb string, fn func(verb string, f *kong.Flag, detected
 		if f.Name == "help" || f.Name == "version" {
 			continue
 		}
-		fn(verb, f, len(f.Envs) == 0 && isLaunchFlag(f))
+		fn(verb, f, f.Tag.Get(cli.EnvScope) == "detect")
 	}
 	for _, c := range n.Children {
 		v := c.Name
@@ -96,14 +90,4 @@ func walk(n *kong.Node, verb string, fn func(verb string, f *kong.Flag, detected
 		}
 		walk(c, v, fn)
 	}
-}
-
-// isLaunchFlag: a networked verb's --rank, --world, …, whose help names
-// the TRAINWIRE_ variable launch.Detect reads.
-func isLaunchFlag(f *kong.Flag) bool {
-	switch f.Name {
-	case "rank", "world", "local-rank", "local-world", "node-rank", "num-nodes", "master", "run-id":
-		return strings.Contains(f.Help, "(default: TRAINWIRE_")
-	}
-	return false
 }

@@ -1,4 +1,8 @@
-package cli
+// Package check is the check verb the networked tools share: every rank
+// of a job runs it; it opens the mesh and times and verifies ring
+// allreduce. It is a package of its own so that a tool without a mesh
+// links none.
+package check
 
 import (
 	"encoding/json"
@@ -9,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"trainwire.dev/lib/cli"
 
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/launch"
@@ -16,30 +21,24 @@ import (
 	"trainwire.dev/lib/tensor"
 )
 
-// ParseSize parses a byte count with an optional unit: "4096", "64KB"
-// (10^3), "64KiB" or "64K" (2^10), and likewise M, G, T (MB = 10^6 bytes,
-// MiB = M = 2^20). Fractions that give whole bytes ("1.5K") are
-// accepted; negative sizes are errors.
-func ParseSize(s string) (int64, error) { return parseByteSize(s) }
-
-// CheckCmd is the shared `check` verb: every rank of a job runs it (from
+// Cmd is the shared `check` verb: every rank of a job runs it (from
 // torchrun, mpirun, srun or by hand); it opens the mesh, times ring
 // allreduce at each size, verifies every element against the exact
 // answer, and rank 0 reports.
-type CheckCmd struct {
+type Cmd struct {
 	Launch launch.Flags `embed:""`
 	Mesh   mesh.Flags   `embed:""`
 
-	Sizes   []ByteSize `help:"Allreduce sizes in bytes (multiples of 4: float32), comma-separated; 1MiB = 2^20, 1MB = 10^6, 1M = 2^20." default:"1MiB,64MiB" sep:","`
-	Iters   int        `help:"Timed iterations per size." default:"10"`
-	Warmup  int        `help:"Untimed iterations per size, before the timed ones." default:"2"`
-	Format  string     `help:"Report format on rank 0's stdout: table or json (one object per size per line)." enum:"table,json" default:"table"`
-	Verify  bool       `help:"Check every element of every result against the exact sum (with --no-verify, correct only says that nothing failed)." default:"true" negatable:""`
-	Segment ByteSize   `help:"Pipelining segment of the ring, in bytes." default:"1MiB"`
+	Sizes   []cli.ByteSize `help:"Allreduce sizes in bytes (multiples of 4: float32), comma-separated; 1MiB = 2^20, 1MB = 10^6, 1M = 2^20." default:"1MiB,64MiB" sep:","`
+	Iters   int            `help:"Timed iterations per size." default:"10"`
+	Warmup  int            `help:"Untimed iterations per size, before the timed ones." default:"2"`
+	Format  string         `help:"Report format on rank 0's stdout: table or json (one object per size per line)." enum:"table,json" default:"table"`
+	Verify  bool           `help:"Check every element of every result against the exact sum (with --no-verify, correct only says that nothing failed)." default:"true" negatable:""`
+	Segment cli.ByteSize   `help:"Pipelining segment of the ring, in bytes." default:"1MiB"`
 }
 
-// CheckResult is one line of check's JSON report.
-type CheckResult struct {
+// Result is one line of check's JSON report.
+type Result struct {
 	Op         string  `json:"op"`
 	Bytes      int64   `json:"bytes"`
 	World      int     `json:"world"`
@@ -58,20 +57,20 @@ type CheckResult struct {
 // up to n = 1600 ranks), and the result can be checked exactly.
 func checkValue(r, i int) float32 { return float32((r + 1) * (i%13 - 6)) }
 
-// Run runs the check. Errors from peers exit with ExitPeer, bad flags with
-// ExitUsage, wrong results with ExitFailure.
-func (c *CheckCmd) Run(rio *IO) error {
+// Run runs the check. Errors from peers exit with cli.ExitPeer, bad flags with
+// cli.ExitUsage, wrong results with cli.ExitFailure.
+func (c *Cmd) Run(rio *cli.IO) error {
 	if c.Iters < 1 || c.Warmup < 0 {
-		return WithCode(ExitUsage, fmt.Errorf("check: --iters must be at least 1 and --warmup at least 0"))
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("check: --iters must be at least 1 and --warmup at least 0"))
 	}
 	for _, s := range c.Sizes {
 		if s < 0 || s%4 != 0 {
-			return WithCode(ExitUsage, fmt.Errorf("check: size %d is not a whole number of float32 (a multiple of 4 bytes)", s))
+			return cli.WithCode(cli.ExitUsage, fmt.Errorf("check: size %d is not a whole number of float32 (a multiple of 4 bytes)", s))
 		}
 	}
 	env, err := c.Launch.Resolve(os.Environ())
 	if err != nil {
-		return WithCode(ExitUsage, fmt.Errorf("check: %w", err))
+		return cli.WithCode(cli.ExitUsage, fmt.Errorf("check: %w", err))
 	}
 	m, err := mesh.Open(rio.Ctx, c.Mesh.Config(env, rio.Log))
 	if err != nil {
@@ -121,7 +120,7 @@ func (c *CheckCmd) Run(rio *IO) error {
 
 // one times and verifies allreduce of size bytes on every rank and returns
 // the job-wide result (meaningful on rank 0).
-func (c *CheckCmd) one(rio *IO, comm *collective.Comm, size int64) (CheckResult, error) {
+func (c *Cmd) one(rio *cli.IO, comm *collective.Comm, size int64) (Result, error) {
 	ctx := rio.Ctx
 	rank, world := comm.Rank(), comm.World()
 	n := int(size / 4)
@@ -140,11 +139,11 @@ func (c *CheckCmd) one(rio *IO, comm *collective.Comm, size int64) (CheckResult,
 			fill()
 		}
 		if err := comm.Barrier(ctx); err != nil {
-			return CheckResult{}, err
+			return Result{}, err
 		}
 		t0 := time.Now()
 		if err := comm.AllReduce(ctx, data); err != nil {
-			return CheckResult{}, err
+			return Result{}, err
 		}
 		dt := time.Since(t0)
 		if it >= c.Warmup {
@@ -166,11 +165,11 @@ func (c *CheckCmd) one(rio *IO, comm *collective.Comm, size int64) (CheckResult,
 	// is correct if it is on every rank.
 	all := make([]float32, world*c.Iters)
 	if err := comm.AllGather(ctx, times, all); err != nil {
-		return CheckResult{}, err
+		return Result{}, err
 	}
 	flag := []float32{float32(min(bad, 1))}
 	if err := comm.AllReduce(ctx, flag); err != nil {
-		return CheckResult{}, err
+		return Result{}, err
 	}
 	iter := make([]float64, c.Iters)
 	for it := range c.Iters {
@@ -178,7 +177,7 @@ func (c *CheckCmd) one(rio *IO, comm *collective.Comm, size int64) (CheckResult,
 			iter[it] = math.Max(iter[it], float64(all[r*c.Iters+it]))
 		}
 	}
-	res := CheckResult{Op: "allreduce", Bytes: size, World: world, Iters: c.Iters, Transport: comm.Mesh().Transport(), Correct: flag[0] == 0}
+	res := Result{Op: "allreduce", Bytes: size, World: world, Iters: c.Iters, Transport: comm.Mesh().Transport(), Correct: flag[0] == 0}
 	sorted := slices.Clone(iter)
 	slices.Sort(sorted)
 	for _, t := range iter {

@@ -1,9 +1,10 @@
-package cli
+package verbs
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"trainwire.dev/lib/cli"
 
 	"trainwire.dev/lib/launch"
 )
@@ -18,10 +19,10 @@ type EnvCmd struct {
 }
 
 // Run prints the resolved launch.Env to stdout.
-func (c *EnvCmd) Run(rio *IO) error {
+func (c *EnvCmd) Run(rio *cli.IO) error {
 	env, err := c.Flags.Resolve(os.Environ())
 	if err != nil {
-		return WithCode(ExitUsage, err)
+		return cli.WithCode(cli.ExitUsage, err)
 	}
 	if c.Format == "table" {
 		_, err = fmt.Fprintf(rio.Stdout,

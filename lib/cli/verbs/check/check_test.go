@@ -1,4 +1,4 @@
-package cli_test
+package check_test
 
 import (
 	"bytes"
@@ -13,11 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/verbs/check"
 )
 
 type checkCLI struct {
 	cli.Globals
-	Check cli.CheckCmd `cmd:"" help:"Check the mesh."`
+	Check check.Cmd `cmd:"" help:"Check the mesh."`
 }
 
 type rankResult struct {
@@ -107,9 +108,9 @@ func TestCheckWorldOne(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := cli.Run(cli.Tool{Name: "tw"}, &checkCLI{}, []string{"check", "--rank", "0", "--world", "1", "--sizes", "1KiB", "--iters", "1", "--format", "json"}, strings.NewReader(""), &out, &errb)
 	require.Equal(t, cli.ExitOK, code, errb.String())
-	var res cli.CheckResult
+	var res check.Result
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
-	require.Equal(t, cli.CheckResult{Op: "allreduce", Bytes: 1024, World: 1, Iters: 1, Transport: "none", TimeMean: res.TimeMean, TimeMedian: res.TimeMedian, TimeMin: res.TimeMin, AlgBW: res.AlgBW, Correct: true}, res)
+	require.Equal(t, check.Result{Op: "allreduce", Bytes: 1024, World: 1, Iters: 1, Transport: "none", TimeMean: res.TimeMean, TimeMedian: res.TimeMedian, TimeMin: res.TimeMin, AlgBW: res.AlgBW, Correct: true}, res)
 	require.Zero(t, res.BusBW)
 }
 
@@ -138,18 +139,4 @@ func TestCheckWrongToken(t *testing.T) {
 	}
 	require.Contains(t, res[1].stderr, "token")
 	require.Contains(t, res[0].stderr, "refused rendezvous connection")
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"4096": 4096, "1MiB": 1 << 20, "64MB": 64e6, "1G": 1 << 30, "1M": 1 << 20, "2KB": 2000, "1.5K": 1536, "0": 0,
-	} {
-		got, err := cli.ParseSize(in)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "-1", "1.5", "abc", "1XB"} {
-		_, err := cli.ParseSize(in)
-		require.Error(t, err, in)
-	}
 }
