@@ -107,135 +107,171 @@ func (s swatch) Thumbnail(c *draw.Canvas) {
 
 // Run draws.
 func (c *PlotCmd) Run(rio *cli.IO) error {
-	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(c.Out), "."))
-	if c.Out == "-" {
-		ext = "png"
-	}
-	switch ext {
-	case "png", "svg", "pdf":
-	default:
-		return cli.WithCode(cli.ExitUsage, fmt.Errorf("--out %s: want a .png, .svg or .pdf file", c.Out))
+	ext, err := plotExt(c.Out)
+	if err != nil {
+		return err
 	}
 	ranks, err := c.load(rio)
 	if err != nil {
 		return err
 	}
-	g := &gantt{xmin: math.Inf(1), xmax: math.Inf(-1)}
-	var labels []string
-	var rowTicks []plot.Tick
-	from, to := c.FromMS, c.ToMS
-	// rows are drawn bottom-up: collect top-down, then flip
-	type row struct {
-		label string
-		bars  []bar
-		track [2]float64
-	}
-	var rows []row
+	win := window{from: c.FromMS, to: c.ToMS}
+	var rows []row // top-down
 	for _, r := range ranks {
-		spans := timelineSpans(r)
-		if len(spans) == 0 {
-			continue
-		}
-		t0 := spans[0].TS
-		for _, s := range spans {
-			t0 = min(t0, s.TS)
-		}
-		for _, s := range r.Steps {
-			t0 = min(t0, s.TS)
-		}
-		x := func(ts int64) float64 { return float64(ts-t0) / 1e6 }
-		in := func(a, b float64) (float64, float64, bool) {
-			if to > 0 {
-				b = math.Min(b, to)
-			}
-			a = math.Max(a, from)
-			return a, b, b > a || (b == a && a >= from && (to == 0 || a <= to))
-		}
-		if len(r.Steps) > 0 {
-			rw := row{label: fmt.Sprintf("rank %d · steps", r.Rank)}
-			for i, s := range r.Steps {
-				if a, b, ok := in(x(s.TS), x(s.End)); ok {
-					rw.bars = append(rw.bars, bar{x0: a, x1: b, col: stepColor[i%2], label: stepLabel(s.Name, i)})
-				}
-			}
-			rows = append(rows, rw)
-		}
-		// busiest lanes first, at most MaxLanes
-		busy := map[int]int64{}
-		for _, s := range spans {
-			busy[s.Lane] += s.Dur()
-		}
-		lanes := make([]int, 0, len(busy))
-		for l := range busy {
-			lanes = append(lanes, l)
-		}
-		sort.Slice(lanes, func(i, j int) bool {
-			if busy[lanes[i]] != busy[lanes[j]] {
-				return busy[lanes[i]] > busy[lanes[j]]
-			}
-			return lanes[i] < lanes[j]
-		})
-		if c.MaxLanes > 0 && len(lanes) > c.MaxLanes {
-			rio.Log.Info("drawing the busiest lanes only", "rank", r.Rank, "lanes", len(lanes), "drawn", c.MaxLanes)
-			lanes = lanes[:c.MaxLanes]
-		}
-		orderLanes(lanes, spans, r.Lanes)
-		for _, l := range lanes {
-			rw := row{label: fmt.Sprintf("rank %d · %s", r.Rank, clipLeft(r.Lanes[l], 30)), track: [2]float64{math.Inf(1), math.Inf(-1)}}
-			for _, s := range spans {
-				if s.Lane != l {
-					continue
-				}
-				a, b, ok := in(x(s.TS), x(s.End))
-				if !ok {
-					continue
-				}
-				col, ok := classColor[s.Class]
-				if !ok {
-					col = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
-				}
-				rw.bars = append(rw.bars, bar{x0: a, x1: b, col: col})
-				rw.track[0], rw.track[1] = math.Min(rw.track[0], a), math.Max(rw.track[1], b)
-			}
-			rows = append(rows, rw)
-		}
+		rows = append(rows, c.rankRows(r, win, rio)...)
 	}
 	if len(rows) == 0 {
 		return errors.New("nothing to draw: no complete events in the window")
 	}
-	g.rows = len(rows)
-	// bars closer than a fraction of a pixel merge: a million kernels
-	// draw as the few thousand shapes a picture can show
-	var lo, hi = math.Inf(1), math.Inf(-1)
+	g, ticks := newGantt(rows, win)
+	p, lg := c.newPlot(g, ticks)
+	h := vg.Length(float64(len(rows))*0.75+4) * vg.Centimeter
+	if err := save(p, &lg, vg.Length(c.WidthCM)*vg.Centimeter, h, ext, c.Out, rio); err != nil {
+		return err
+	}
+	rio.Log.Info("wrote timeline", "file", c.Out, "rows", len(rows), "events", len(g.bars))
+	return nil
+}
+
+// plotExt is the picture format --out asks for: its extension, png for -.
+func plotExt(out string) (string, error) {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(out), "."))
+	if out == "-" {
+		ext = "png"
+	}
+	switch ext {
+	case "png", "svg", "pdf":
+		return ext, nil
+	}
+	return "", cli.WithCode(cli.ExitUsage, fmt.Errorf("--out %s: want a .png, .svg or .pdf file", out))
+}
+
+// window is the drawn time range in ms (to 0: up to the end).
+type window struct{ from, to float64 }
+
+// clip cuts [a, b] to the window and reports whether anything is left.
+func (w window) clip(a, b float64) (float64, float64, bool) {
+	if w.to > 0 {
+		b = math.Min(b, w.to)
+	}
+	a = math.Max(a, w.from)
+	return a, b, b > a || (b == a && a >= w.from && (w.to == 0 || a <= w.to))
+}
+
+// row is one row of the timeline: its label, its bars and the extent of
+// its idle track.
+type row struct {
+	label string
+	bars  []bar
+	track [2]float64
+}
+
+// rankRows is one rank's rows: its ProfilerSteps (numbered), then its
+// busiest lanes (at most --max-lanes), each bar coloured by class.
+func (c *PlotCmd) rankRows(r *analysis.Rank, win window, rio *cli.IO) []row {
+	spans := timelineSpans(r)
+	if len(spans) == 0 {
+		return nil
+	}
+	t0 := spans[0].TS
+	for _, s := range spans {
+		t0 = min(t0, s.TS)
+	}
+	for _, s := range r.Steps {
+		t0 = min(t0, s.TS)
+	}
+	x := func(ts int64) float64 { return float64(ts-t0) / 1e6 }
+	var rows []row
+	if len(r.Steps) > 0 {
+		rw := row{label: fmt.Sprintf("rank %d · steps", r.Rank)}
+		for i, s := range r.Steps {
+			if a, b, ok := win.clip(x(s.TS), x(s.End)); ok {
+				rw.bars = append(rw.bars, bar{x0: a, x1: b, col: stepColor[i%2], label: stepLabel(s.Name, i)})
+			}
+		}
+		rows = append(rows, rw)
+	}
+	for _, l := range c.lanes(r, spans, rio) {
+		rw := row{label: fmt.Sprintf("rank %d · %s", r.Rank, clipLeft(r.Lanes[l], 30)), track: [2]float64{math.Inf(1), math.Inf(-1)}}
+		for _, s := range spans {
+			if s.Lane != l {
+				continue
+			}
+			a, b, ok := win.clip(x(s.TS), x(s.End))
+			if !ok {
+				continue
+			}
+			col, ok := classColor[s.Class]
+			if !ok {
+				col = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+			}
+			rw.bars = append(rw.bars, bar{x0: a, x1: b, col: col})
+			rw.track[0], rw.track[1] = math.Min(rw.track[0], a), math.Max(rw.track[1], b)
+		}
+		rows = append(rows, rw)
+	}
+	return rows
+}
+
+// lanes picks a rank's lanes to draw: the busiest first, at most
+// --max-lanes, then in the same order on every rank (orderLanes).
+func (c *PlotCmd) lanes(r *analysis.Rank, spans []*analysis.Span, rio *cli.IO) []int {
+	busy := map[int]int64{}
+	for _, s := range spans {
+		busy[s.Lane] += s.Dur()
+	}
+	lanes := make([]int, 0, len(busy))
+	for l := range busy {
+		lanes = append(lanes, l)
+	}
+	sort.Slice(lanes, func(i, j int) bool {
+		if busy[lanes[i]] != busy[lanes[j]] {
+			return busy[lanes[i]] > busy[lanes[j]]
+		}
+		return lanes[i] < lanes[j]
+	})
+	if c.MaxLanes > 0 && len(lanes) > c.MaxLanes {
+		rio.Log.Info("drawing the busiest lanes only", "rank", r.Rank, "lanes", len(lanes), "drawn", c.MaxLanes)
+		lanes = lanes[:c.MaxLanes]
+	}
+	orderLanes(lanes, spans, r.Lanes)
+	return lanes
+}
+
+// newGantt lays the rows out bottom-up (the first row on top), merging
+// bars closer than a fraction of a pixel — a million kernels draw as the
+// few thousand shapes a picture can show — and returns the rows' ticks.
+func newGantt(rows []row, win window) (*gantt, []plot.Tick) {
+	g := &gantt{xmin: math.Inf(1), xmax: math.Inf(-1), rows: len(rows), track: make([][2]float64, len(rows))}
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, rw := range rows {
 		for _, b := range rw.bars {
 			lo, hi = math.Min(lo, b.x0), math.Max(hi, b.x1)
 		}
 	}
 	eps := (hi - lo) / 8000
-	for i := range rows {
-		rows[i].bars = mergeBars(rows[i].bars, eps)
-	}
+	var ticks []plot.Tick
 	for i, rw := range rows {
 		ri := len(rows) - 1 - i
-		for _, b := range rw.bars {
+		for _, b := range mergeBars(rw.bars, eps) {
 			b.row = ri
 			g.bars = append(g.bars, b)
 			g.xmin, g.xmax = math.Min(g.xmin, b.x0), math.Max(g.xmax, b.x1)
 		}
-		g.track = append(g.track, [2]float64{})
-		labels = append(labels, rw.label)
-		rowTicks = append(rowTicks, plot.Tick{Value: float64(ri), Label: rw.label})
+		g.track[ri] = rw.track
+		ticks = append(ticks, plot.Tick{Value: float64(ri), Label: rw.label})
 	}
-	for i, rw := range rows {
-		g.track[len(rows)-1-i] = rw.track
+	if win.from > 0 {
+		g.xmin = win.from
 	}
-	if from > 0 {
-		g.xmin = from
+	if win.to > 0 {
+		g.xmax = win.to
 	}
-	if to > 0 {
-		g.xmax = to
-	}
+	return g, ticks
+}
+
+// newPlot is the timeline's plot (title, axes, rows' ticks) and legend.
+func (c *PlotCmd) newPlot(g *gantt, ticks []plot.Tick) (*plot.Plot, plot.Legend) {
 	p := plot.New()
 	p.Title.Text = c.Title
 	if p.Title.Text == "" {
@@ -250,7 +286,7 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 	p.X.Label.TextStyle.Font.Size = vg.Points(12)
 	p.X.Tick.Label.Font.Size = vg.Points(11)
 	p.Y.Tick.Label.Font.Size = vg.Points(11)
-	p.Y.Tick.Marker = plot.ConstantTicks(rowTicks)
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Add(g)
 	lg := plot.NewLegend()
 	lg.Top, lg.Left = true, true
@@ -264,13 +300,7 @@ func (c *PlotCmd) Run(rio *cli.IO) error {
 	lg.Padding = vg.Points(2)
 	p.X.Min, p.X.Max = g.xmin, g.xmax
 	p.X.Tick.Marker = msTicks{}
-	_ = labels
-	h := vg.Length(float64(len(rows))*0.75+4) * vg.Centimeter
-	if err := save(p, &lg, vg.Length(c.WidthCM)*vg.Centimeter, h, ext, c.Out, rio); err != nil {
-		return err
-	}
-	rio.Log.Info("wrote timeline", "file", c.Out, "rows", len(rows), "events", len(g.bars))
-	return nil
+	return p, lg
 }
 
 // save renders p as ext into the output name ("-": stdout, where a
