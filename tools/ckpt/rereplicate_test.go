@@ -112,13 +112,15 @@ func TestE2EEtcdRereplicate(t *testing.T) {
 
 	// Replacements join on spare machines: each holds its placement's
 	// shards (its own and those it receives), served by the survivors.
-	n0 := len(decisions(t, cli))
+	// (The root's "replaced" decision is not waited for: under heavy load
+	// the root's own lease may lapse, and a root that takes over with the
+	// replacement already registered publishes none; the survivors take
+	// the rank out of their failed set on its hello anyway.)
 	for i, r := range []int{v1, v2} {
 		c.mu.Lock()
 		c.machine[r] = fmt.Sprintf("spare-%d", i)
 		c.mu.Unlock()
 		c.start(r, nil)
-		waitDecision(t, cli, n0, "replaced", r)
 		want := []int{r}
 		for _, o := range pl.Receives(r + 1) {
 			want = append(want, o-1)
