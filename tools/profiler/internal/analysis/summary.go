@@ -472,10 +472,44 @@ func matchCollectives(ranks []*Rank) (*CollectiveStats, []Straggler) {
 	if len(ranks) < 2 {
 		return nil, nil
 	}
-	type inst struct {
-		rank int64
-		s    *Span
+	cg := groupCollectives(ranks)
+	if cg == nil {
+		return nil, nil
 	}
+	acc := &collAcc{cs: &CollectiveStats{MatchedBy: "order", Clock: cg.clock}, ops: map[[2]string]*opAcc{},
+		wait: map[int64]float64{}, cnt: map[int64]int{}, last: map[int64]int{}}
+	if cg.bySeq {
+		acc.cs.MatchedBy = "seq"
+	}
+	for _, k := range cg.keys {
+		g := cg.groups[k]
+		if len(g) < len(ranks) {
+			acc.cs.Unmatched++
+			continue
+		}
+		acc.add(k, g)
+	}
+	return acc.stats(), acc.stragglers(ranks)
+}
+
+// collInst is one rank's span of a collective.
+type collInst struct {
+	rank int64
+	s    *Span
+}
+
+// collGroups is every rank's collectives grouped into instances: by
+// process group and sequence number when every span has them, else by op
+// and order of appearance; keys in first-seen order.
+type collGroups struct {
+	groups map[string][]collInst
+	keys   []string
+	bySeq  bool
+	clock  string // absolute when every rank's clock is
+}
+
+// groupCollectives groups the ranks' collectives (nil when there are none).
+func groupCollectives(ranks []*Rank) *collGroups {
 	bySeq := true
 	per := make([][]int, len(ranks))
 	any := false
@@ -489,14 +523,12 @@ func matchCollectives(ranks []*Rank) (*CollectiveStats, []Straggler) {
 		}
 	}
 	if !any {
-		return nil, nil
+		return nil
 	}
-	clock := "absolute"
-	groups := map[string][]inst{}
-	var keys []string
+	cg := &collGroups{groups: map[string][]collInst{}, bySeq: bySeq, clock: "absolute"}
 	for i, r := range ranks {
 		if r.Clock != "absolute" {
-			clock = "relative"
+			cg.clock = "relative"
 		}
 		ord := map[string]int{}
 		for _, j := range per[i] {
@@ -509,100 +541,122 @@ func matchCollectives(ranks []*Rank) (*CollectiveStats, []Straggler) {
 				key = op + " #" + strconv.Itoa(ord[op])
 				ord[op]++
 			}
-			if _, ok := groups[key]; !ok {
-				keys = append(keys, key)
+			if _, ok := cg.groups[key]; !ok {
+				cg.keys = append(cg.keys, key)
 			}
-			groups[key] = append(groups[key], inst{r.Rank, s})
+			cg.groups[key] = append(cg.groups[key], collInst{r.Rank, s})
 		}
 	}
-	cs := &CollectiveStats{MatchedBy: "order", Clock: clock}
-	if bySeq {
-		cs.MatchedBy = "seq"
+	return cg
+}
+
+// opAcc sums the instances of one (op, bytes).
+type opAcc struct {
+	n     int
+	t     float64
+	bytes int64
+	nr    int
+}
+
+// collAcc accumulates the matched instances: the stats, per (op, bytes)
+// sums, and per rank the wait it caused, its instances and how often it
+// started last.
+type collAcc struct {
+	cs         *CollectiveStats
+	ops        map[[2]string]*opAcc
+	opKeys     [][2]string
+	wait       map[int64]float64
+	cnt        map[int64]int
+	last       map[int64]int
+	sSum, eSum float64
+}
+
+// add takes one instance matched on every rank.
+func (a *collAcc) add(key string, g []collInst) {
+	cs := a.cs
+	cs.Matched++
+	ci, maxDur := instOf(key, g, cs.Clock)
+	for _, x := range g {
+		a.wait[x.rank] += float64(maxDur - x.s.Dur())
+		a.cnt[x.rank]++
 	}
-	type opAcc struct {
-		n     int
-		t     float64
-		bytes int64
-		nr    int
+	if cs.Clock == "absolute" {
+		a.last[ci.LastStarter]++
 	}
-	ops := map[[2]string]*opAcc{}
-	var opKeys [][2]string
-	wait := map[int64]float64{}
-	cnt := map[int64]int{}
-	last := map[int64]int{}
-	var sSum, eSum float64
-	for _, k := range keys {
-		g := groups[k]
-		if len(g) < len(ranks) {
-			cs.Unmatched++
-			continue
+	a.sSum += float64(ci.StartSkewNS)
+	a.eSum += float64(ci.EndSkewNS)
+	cs.StartSkewMax, cs.EndSkewMax = max(cs.StartSkewMax, ci.StartSkewNS), max(cs.EndSkewMax, ci.EndSkewNS)
+	ok := [2]string{ci.Op, strconv.FormatInt(ci.Bytes, 10)}
+	o := a.ops[ok]
+	if o == nil {
+		o = &opAcc{bytes: ci.Bytes, nr: len(g)}
+		a.ops[ok] = o
+		a.opKeys = append(a.opKeys, ok)
+	}
+	o.n++
+	o.t += float64(ci.TimeNS)
+	cs.Instances = append(cs.Instances, ci)
+}
+
+// instOf is one matched instance: who started last, skews, size, time and
+// bandwidth; and its longest duration on any rank.
+func instOf(key string, g []collInst, clock string) (CollectiveInst, int64) {
+	ci := CollectiveInst{Key: key, Op: OpName(g[0].s), Ranks: len(g)}
+	minS, maxS, minE, maxE := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64)
+	var maxDur int64
+	for _, x := range g {
+		if x.s.TS > maxS {
+			maxS, ci.LastStarter, ci.TimeNS = x.s.TS, x.rank, x.s.Dur()
 		}
-		cs.Matched++
-		ci := CollectiveInst{Key: k, Op: OpName(g[0].s), Ranks: len(g)}
-		minS, maxS, minE, maxE := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64)
-		var maxDur int64
+		minS, minE, maxE = min(minS, x.s.TS), min(minE, x.s.End), max(maxE, x.s.End)
+		maxDur = max(maxDur, x.s.Dur())
+		ci.Bytes = max(ci.Bytes, x.s.Bytes)
+	}
+	ci.StartSkewNS, ci.EndSkewNS = maxS-minS, maxE-minE
+	if clock != "absolute" {
+		// no common clock: the collective's own time is the shortest
+		// duration (the last arrival waited for nobody)
+		ci.TimeNS = math.MaxInt64
 		for _, x := range g {
-			if x.s.TS > maxS {
-				maxS, ci.LastStarter, ci.TimeNS = x.s.TS, x.rank, x.s.Dur()
-			}
-			minS, minE, maxE = min(minS, x.s.TS), min(minE, x.s.End), max(maxE, x.s.End)
-			maxDur = max(maxDur, x.s.Dur())
-			ci.Bytes = max(ci.Bytes, x.s.Bytes)
+			ci.TimeNS = min(ci.TimeNS, x.s.Dur())
 		}
-		ci.StartSkewNS, ci.EndSkewNS = maxS-minS, maxE-minE
-		if clock != "absolute" {
-			// no common clock: the collective's own time is the shortest
-			// duration (the last arrival waited for nobody)
-			ci.TimeNS = math.MaxInt64
-			for _, x := range g {
-				ci.TimeNS = min(ci.TimeNS, x.s.Dur())
-			}
-		}
-		if ci.Bytes > 0 && ci.TimeNS > 0 {
-			ci.AlgBWGBps = round4(float64(ci.Bytes) / float64(ci.TimeNS))
-			ci.BusBWGBps = round4(ci.AlgBWGBps * BusFactor(ci.Op, len(g)))
-		}
-		for _, x := range g {
-			wait[x.rank] += float64(maxDur - x.s.Dur())
-			cnt[x.rank]++
-		}
-		if clock == "absolute" {
-			last[ci.LastStarter]++
-		}
-		sSum += float64(ci.StartSkewNS)
-		eSum += float64(ci.EndSkewNS)
-		cs.StartSkewMax, cs.EndSkewMax = max(cs.StartSkewMax, ci.StartSkewNS), max(cs.EndSkewMax, ci.EndSkewNS)
-		ok := [2]string{ci.Op, strconv.FormatInt(ci.Bytes, 10)}
-		a := ops[ok]
-		if a == nil {
-			a = &opAcc{bytes: ci.Bytes, nr: len(g)}
-			ops[ok] = a
-			opKeys = append(opKeys, ok)
-		}
-		a.n++
-		a.t += float64(ci.TimeNS)
-		cs.Instances = append(cs.Instances, ci)
 	}
+	if ci.Bytes > 0 && ci.TimeNS > 0 {
+		ci.AlgBWGBps = round4(float64(ci.Bytes) / float64(ci.TimeNS))
+		ci.BusBWGBps = round4(ci.AlgBWGBps * BusFactor(ci.Op, len(g)))
+	}
+	return ci, maxDur
+}
+
+// stats completes the stats: mean skews and the per-op table.
+func (a *collAcc) stats() *CollectiveStats {
+	cs := a.cs
 	if cs.Matched > 0 {
-		cs.StartSkewMean = math.Round(sSum / float64(cs.Matched))
-		cs.EndSkewMean = math.Round(eSum / float64(cs.Matched))
+		cs.StartSkewMean = math.Round(a.sSum / float64(cs.Matched))
+		cs.EndSkewMean = math.Round(a.eSum / float64(cs.Matched))
 	}
-	for _, k := range opKeys {
-		a := ops[k]
-		op := CollectiveOp{Op: k[0], Bytes: a.bytes, Count: a.n, TimeNS: math.Round(a.t / float64(a.n))}
-		if a.bytes > 0 && op.TimeNS > 0 {
-			op.AlgBWGBps = round4(float64(a.bytes) / op.TimeNS)
-			op.BusBWGBps = round4(op.AlgBWGBps * BusFactor(k[0], a.nr))
+	for _, k := range a.opKeys {
+		o := a.ops[k]
+		op := CollectiveOp{Op: k[0], Bytes: o.bytes, Count: o.n, TimeNS: math.Round(o.t / float64(o.n))}
+		if o.bytes > 0 && op.TimeNS > 0 {
+			op.AlgBWGBps = round4(float64(o.bytes) / op.TimeNS)
+			op.BusBWGBps = round4(op.AlgBWGBps * BusFactor(k[0], o.nr))
 		}
 		cs.Ops = append(cs.Ops, op)
 	}
+	return cs
+}
+
+// stragglers ranks the ranks by the wait they caused the others (mean per
+// collective), then by how often they started last.
+func (a *collAcc) stragglers(ranks []*Rank) []Straggler {
 	var st []Straggler
 	for _, r := range ranks {
-		if cnt[r.Rank] == 0 {
+		if a.cnt[r.Rank] == 0 {
 			continue
 		}
-		st = append(st, Straggler{Rank: r.Rank, WaitCausedNS: math.Round(wait[r.Rank] / float64(cnt[r.Rank])),
-			LastStarts: last[r.Rank], Collectives: cnt[r.Rank]})
+		st = append(st, Straggler{Rank: r.Rank, WaitCausedNS: math.Round(a.wait[r.Rank] / float64(a.cnt[r.Rank])),
+			LastStarts: a.last[r.Rank], Collectives: a.cnt[r.Rank]})
 	}
 	sort.SliceStable(st, func(i, j int) bool {
 		if st[i].WaitCausedNS != st[j].WaitCausedNS {
@@ -610,7 +664,7 @@ func matchCollectives(ranks []*Rank) (*CollectiveStats, []Straggler) {
 		}
 		return st[i].LastStarts > st[j].LastStarts
 	})
-	return cs, st
+	return st
 }
 
 // Negotiation summarizes Horovod's readiness ticks: per tensor and cycle,

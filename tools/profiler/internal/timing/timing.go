@@ -42,20 +42,88 @@ type iter struct {
 
 // FromTraces builds a model from loaded ranks.
 func FromTraces(ranks []*analysis.Rank, o Options) (*wire.Model, error) {
-	var its []iter
-	var used []int64
-	world := int64(0)
-	format := ""
-	params := o.Params
+	c, err := collect(ranks, o)
+	if err != nil {
+		return nil, err
+	}
+	keep, best := commonIters(c.its)
+	if best == 0 {
+		return nil, errors.New("no gradients found in any iteration")
+	}
+	m := &wire.Model{Name: o.Name, World: c.world, Iters: int64(len(keep))}
+	if m.Name == "" {
+		m.Name = "trace"
+	}
+	var iterNS, fwd, bwd []float64
+	for _, it := range keep {
+		iterNS = append(iterNS, float64(it.total))
+		fwd = append(fwd, float64(it.fwd))
+		bwd = append(bwd, float64(it.bwd))
+	}
+	m.IterNS, m.ForwardNS, m.BackwardNS = int64(mean(iterNS)), int64(mean(fwd)), int64(mean(bwd))
+	grads, readySpread := averageGrads(keep, best)
+	m.Grads = grads
+	if err := applyParams(m.Grads, c.params); err != nil {
+		return nil, err
+	}
+	for i := range m.Grads {
+		g := &m.Grads[i]
+		if g.Name == "" {
+			g.Name = fmt.Sprintf("grad_%d", i)
+		}
+		if g.Numel > 0 {
+			g.Bytes = g.Numel * elemSize(g.DType)
+		}
+	}
+	for _, it := range keep {
+		m.Comm = append(m.Comm, it.comm...)
+	}
+	m.Meta = map[string]any{
+		"source":        "trace",
+		"format":        c.format,
+		"ranks":         c.used,
+		"iterations":    int64(len(keep)),
+		"iters_dropped": int64(len(c.its) - len(keep)),
+		"iter_spread":   round4(cv(iterNS)),
+		"ready_spread":  readySpread,
+	}
+	missing := 0
+	for _, g := range m.Grads {
+		if g.Bytes <= 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		m.Meta["grads_without_size"] = int64(missing)
+	}
+	fitComm(m)
+	return m, nil
+}
+
+// collected is what FromTraces reads from the ranks it uses: their
+// iterations (warm-up dropped), ranks, world, trace format and the
+// parameter list (from the options or a rank's metadata).
+type collected struct {
+	its    []iter
+	used   []int64
+	world  int64
+	format string
+	params []analysis.MetaParam
+}
+
+// collect reads the iterations of every rank o selects, by the trace's
+// format.
+func collect(ranks []*analysis.Rank, o Options) (*collected, error) {
+	c := &collected{params: o.Params}
 	for _, r := range ranks {
 		if o.Rank >= 0 && r.Rank != o.Rank {
 			continue
 		}
-		used = append(used, r.Rank)
-		world = max(world, r.World)
-		format = string(r.Format)
-		if params == nil && r.Meta != nil {
-			params = r.Meta.Params
+		c.used = append(c.used, r.Rank)
+		c.world = max(c.world, r.World)
+		c.format = string(r.Format)
+		if c.params == nil && r.Meta != nil {
+			c.params = r.Meta.Params
 		}
 		var ri []iter
 		switch r.Format {
@@ -69,15 +137,20 @@ func FromTraces(ranks []*analysis.Rank, o Options) (*wire.Model, error) {
 		if o.SkipFirst > 0 && len(ri) > o.SkipFirst {
 			ri = ri[o.SkipFirst:]
 		}
-		its = append(its, ri...)
+		c.its = append(c.its, ri...)
 	}
-	if len(used) == 0 {
+	if len(c.used) == 0 {
 		return nil, fmt.Errorf("no rank %d in the traces", o.Rank)
 	}
-	if len(its) == 0 {
+	if len(c.its) == 0 {
 		return nil, errors.New("no iteration with gradients found (the trace needs AccumulateGrad events, Horovod negotiations or BytePS tensor-ready events)")
 	}
-	// keep the iterations with the most common gradient count
+	return c, nil
+}
+
+// commonIters keeps the iterations with the most common gradient count
+// (the larger count on a tie) and returns that count.
+func commonIters(its []iter) ([]iter, int) {
 	cnt := map[int]int{}
 	for _, it := range its {
 		cnt[len(it.ready)]++
@@ -94,25 +167,19 @@ func FromTraces(ranks []*analysis.Rank, o Options) (*wire.Model, error) {
 			keep = append(keep, it)
 		}
 	}
-	if best == 0 {
-		return nil, errors.New("no gradients found in any iteration")
-	}
-	m := &wire.Model{Name: o.Name, World: world, Iters: int64(len(keep))}
-	if m.Name == "" {
-		m.Name = "trace"
-	}
+	return keep, best
+}
 
-	var iterNS, fwd, bwd []float64
-	for _, it := range keep {
-		iterNS = append(iterNS, float64(it.total))
-		fwd = append(fwd, float64(it.fwd))
-		bwd = append(bwd, float64(it.bwd))
-	}
-	m.IterNS, m.ForwardNS, m.BackwardNS = int64(mean(iterNS)), int64(mean(fwd)), int64(mean(bwd))
+// averageGrads is the n gradients averaged over the iterations: ready
+// time (mean), compute since the previous gradient, size and name (from
+// any iteration that has them); and the mean coefficient of variation of
+// the ready times (the ready spread).
+func averageGrads(keep []iter, n int) ([]wire.Grad, float64) {
+	var grads []wire.Grad
 	var spreadSum float64
 	var spreadN int
 	prev := 0.0
-	for g := 0; g < best; g++ {
+	for g := 0; g < n; g++ {
 		var ready []float64
 		numel := int64(-1)
 		name := ""
@@ -133,62 +200,37 @@ func FromTraces(ranks []*analysis.Rank, o Options) (*wire.Model, error) {
 		gr := wire.Grad{Name: name, Numel: numel, DType: wire.F32, ReadyNS: int64(math.Round(mr))}
 		gr.ComputeNS = max(0, int64(math.Round(mr-prev)))
 		prev = math.Max(prev, mr)
-		m.Grads = append(m.Grads, gr)
+		grads = append(grads, gr)
 	}
-	// sizes and names from params (registration order → backprop order)
-	if len(params) > 0 {
-		if len(params) != best {
-			return nil, fmt.Errorf("%d parameters given, the trace has %d gradients per iteration", len(params), best)
-		}
-		for i := range m.Grads {
-			p := params[len(params)-1-i]
-			if m.Grads[i].Name == "" || strings.HasPrefix(m.Grads[i].Name, "grad_") {
-				m.Grads[i].Name = p.Name
-			}
-			if m.Grads[i].Numel <= 0 {
-				m.Grads[i].Numel = p.Numel
-			}
-			if p.DType != "" {
-				m.Grads[i].DType = wire.DType(p.DType)
-			}
-		}
+	if spreadN == 0 {
+		return grads, 0.0
 	}
-	for i := range m.Grads {
-		g := &m.Grads[i]
-		if g.Name == "" {
-			g.Name = fmt.Sprintf("grad_%d", i)
-		}
-		if g.Numel > 0 {
-			g.Bytes = g.Numel * elemSize(g.DType)
-		}
-	}
-	for _, it := range keep {
-		m.Comm = append(m.Comm, it.comm...)
-	}
-	m.Meta = map[string]any{
-		"source":        "trace",
-		"format":        format,
-		"ranks":         used,
-		"iterations":    int64(len(keep)),
-		"iters_dropped": int64(len(its) - len(keep)),
-		"iter_spread":   round4(cv(iterNS)),
-		"ready_spread":  0.0,
-	}
-	if spreadN > 0 {
-		m.Meta["ready_spread"] = round4(spreadSum / float64(spreadN))
-	}
-	missing := 0
-	for _, g := range m.Grads {
-		if g.Bytes <= 0 {
-			missing++
-		}
-	}
-	if missing > 0 {
-		m.Meta["grads_without_size"] = int64(missing)
-	}
-	fitComm(m)
+	return grads, round4(spreadSum / float64(spreadN))
+}
 
-	return m, nil
+// applyParams takes sizes, names and types from the parameter list
+// (registration order, so reversed into backprop order) where the trace
+// has none.
+func applyParams(grads []wire.Grad, params []analysis.MetaParam) error {
+	if len(params) == 0 {
+		return nil
+	}
+	if len(params) != len(grads) {
+		return fmt.Errorf("%d parameters given, the trace has %d gradients per iteration", len(params), len(grads))
+	}
+	for i := range grads {
+		p := params[len(params)-1-i]
+		if grads[i].Name == "" || strings.HasPrefix(grads[i].Name, "grad_") {
+			grads[i].Name = p.Name
+		}
+		if grads[i].Numel <= 0 {
+			grads[i].Numel = p.Numel
+		}
+		if p.DType != "" {
+			grads[i].DType = wire.DType(p.DType)
+		}
+	}
+	return nil
 }
 
 func elemSize(d wire.DType) int64 {
