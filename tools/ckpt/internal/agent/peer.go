@@ -260,13 +260,14 @@ func (a *Agent) recvReplica(cn *conn, meta map[string]string, from int) {
 //
 // crcs are the CRC32C of the shard's R/p grid (hashGrid; nil: unknown).
 func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, pieces []piece, base time.Time, seq int64, crcs []uint32) error {
-	il := a.cfg.Interleave
+	rs := &replicaSend{a: a, ctx: ctx, to: to, v: v, base: base, seq: seq, crcs: crcs,
+		scheduled: a.cfg.Interleave != nil && !base.IsZero()}
 	sndbuf := 4 << 20
-	if il != nil && !base.IsZero() {
+	if rs.scheduled {
 		// A small socket buffer: what is written but not yet on the wire
 		// when a training comm op starts (≈ 4 ms at B) is all that can
 		// overlap it.
-		sndbuf = max(32<<10, int(il.Bandwidth*0.004))
+		sndbuf = max(32<<10, int(a.cfg.Interleave.Bandwidth*0.004))
 	}
 	cn, err := a.dialBuf(ctx, to, sndbuf)
 	if err != nil {
@@ -275,124 +276,168 @@ func (a *Agent) sendReplica(ctx context.Context, to int, v *store.Version, piece
 	defer cn.Close()
 	stop := context.AfterFunc(ctx, func() { cn.Close() })
 	defer stop()
+	rs.cn, rs.rw = cn, &rawWriter{cn: cn}
+	rs.credits, rs.result = make(chan int, 1<<16), make(chan error, 1)
+	go rs.readAcks()
 	meta := map[string]string{kOp: "replicate", kJob: a.cfg.Run, kOwner: itoa(int64(a.cfg.Rank)), kIter: itoa(v.Iter),
 		kLen: itoa(v.Len), kXXH3: hex(v.XXH3), kFormat: v.Format, kAttempt: itoa(v.Epoch)}
-	credits := make(chan int, 1<<16)
-	result := make(chan error, 1)
-	go func() {
-		rm, err := cn.header(a.cfg.Timeout)
-		if err == nil && rm[kOp] == "error" {
-			_, _ = cn.rest()
-			err = &RemoteError{Who: cn.who, Code: rm[kCode], Msg: rm[kMsg]}
-		}
-		for err == nil {
-			var f wire.Frame
-			f, err = cn.nextWithin(0) // the sender's own deadlines bound the wait
-			if err != nil {
-				break
-			}
-			switch f := f.(type) {
-			case *wire.Stats:
-				if f.Name == "credit" {
-					credits <- int(f.Values["n"])
-				} else if f.Name == "sealed" {
-					result <- nil
-					return
-				}
-			case *wire.Error:
-				err = fmt.Errorf("%s: %s", cn.who, f.Msg)
-			case *wire.End:
-				err = fmt.Errorf("%s: ended the exchange without sealing the replica", cn.who)
-			}
-		}
-		result <- err
-		close(credits)
-	}()
 	if err := cn.send(meta); err != nil {
 		return err
 	}
-	rw := &rawWriter{cn: cn}
-	var gate func() error
-	slice := 0
-	if il != nil && !base.IsZero() {
-		gate = func() error {
-			t0 := time.Now()
-			err := a.tick.gate(ctx, a.cfg.Timeout/2)
-			if t1 := time.Now(); a.tl.on() && t1.Sub(t0) > time.Millisecond {
-				a.tl.event("pause", a.cfg.Rank, "to", to, "iter", v.Iter, "t0", t0, "t1", t1)
-			}
-			return err
-		}
-		slice = 64 << 10
-	}
-	data := v.Data()
-	have := 0
 	var sent int64
-	unscheduled := false
 	for _, p := range pieces {
-		for have == 0 {
-			select {
-			case c, ok := <-credits:
-				if !ok {
-					return <-result
-				}
-				have += c
-			case err := <-result:
-				if err == nil {
-					err = fmt.Errorf("%s sealed before all chunks were sent", cn.who)
-				}
-				return err
-			case <-time.After(a.cfg.Timeout):
-				return fmt.Errorf("%s: no credit for %v (receiver hung, stopped or died?)", cn.who, a.cfg.Timeout)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if p.at >= 0 && !base.IsZero() && !unscheduled {
-			switch err := a.tick.waitSpan(ctx, seq, p.span, base.Add(p.at), min(a.cfg.Timeout/2, 10*time.Second)); {
-			case errors.Is(err, errGaveUp):
-				// The trainer stopped ticking: the rest goes as credits allow.
-				unscheduled = true
-			case err != nil:
-				return err
-			}
-		}
-		if a.cfg.Pace != nil {
-			if err := a.cfg.Pace(ctx, to, p.off, p.size); err != nil {
-				return err
-			}
-		}
-		t0 := time.Now()
-		crc, grid := int64(-1), a.Chunk()
-		if k := p.off / grid; p.off%grid == 0 && k < int64(len(crcs)) && p.size == min(grid, v.Len-p.off) {
-			crc = int64(crcs[k])
-		}
-		if err := rw.chunk(p.off, v.Len, data[p.off:p.off+p.size], crc, gate, slice); err != nil {
+		if err := rs.waitCredit(); err != nil {
 			return err
 		}
-		if a.tl.on() {
-			at := int64(-1)
-			if p.at >= 0 && !base.IsZero() {
-				at = base.Add(p.at).UnixNano()
-			}
-			a.tl.event("send", a.cfg.Rank, "to", to, "iter", v.Iter, "off", p.off, "size", p.size, "span", p.span, "at", at, "t0", t0, "t1", time.Now())
+		if err := rs.sendPiece(p); err != nil {
+			return err
 		}
 		sent += p.size
-		have--
-		atomic.AddInt64(&a.stats.BytesSent, p.size)
-		atomic.AddInt64(&a.stats.ChunksSent, 1)
+		rs.have--
 	}
-	if err := rw.end(sent, v.Len); err != nil {
+	if err := rs.rw.end(sent, v.Len); err != nil {
 		return err
 	}
 	select {
-	case err := <-result:
+	case err := <-rs.result:
 		return err
 	case <-time.After(2 * a.cfg.Timeout):
 		return fmt.Errorf("%s: did not confirm the replica within %v", cn.who, 2*a.cfg.Timeout)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// replicaSend is one replica on its way to a peer: the connection, the
+// receiver's credits and verdict (read by readAcks), and the schedule its
+// chunks follow.
+type replicaSend struct {
+	a         *Agent
+	ctx       context.Context
+	to        int
+	v         *store.Version
+	base      time.Time // the iteration's start (zero: unscheduled)
+	seq       int64
+	crcs      []uint32
+	scheduled bool // interleaved with training: chunks wait for idle spans
+	// unscheduled is set once the trainer stops ticking: the rest goes as
+	// credits allow.
+	unscheduled bool
+	cn          *conn
+	rw          *rawWriter
+	credits     chan int
+	result      chan error
+	have        int // credits in hand
+}
+
+// readAcks reads the receiver's side of the exchange: credits, then the
+// seal (nil on result) or an error.
+func (rs *replicaSend) readAcks() {
+	cn := rs.cn
+	rm, err := cn.header(rs.a.cfg.Timeout)
+	if err == nil && rm[kOp] == "error" {
+		_, _ = cn.rest()
+		err = &RemoteError{Who: cn.who, Code: rm[kCode], Msg: rm[kMsg]}
+	}
+	for err == nil {
+		var f wire.Frame
+		f, err = cn.nextWithin(0) // the sender's own deadlines bound the wait
+		if err != nil {
+			break
+		}
+		switch f := f.(type) {
+		case *wire.Stats:
+			if f.Name == "credit" {
+				rs.credits <- int(f.Values["n"])
+			} else if f.Name == "sealed" {
+				rs.result <- nil
+				return
+			}
+		case *wire.Error:
+			err = fmt.Errorf("%s: %s", cn.who, f.Msg)
+		case *wire.End:
+			err = fmt.Errorf("%s: ended the exchange without sealing the replica", cn.who)
+		}
+	}
+	rs.result <- err
+	close(rs.credits)
+}
+
+// waitCredit waits until the receiver has room for one more chunk.
+func (rs *replicaSend) waitCredit() error {
+	for rs.have == 0 {
+		select {
+		case c, ok := <-rs.credits:
+			if !ok {
+				return <-rs.result
+			}
+			rs.have += c
+		case err := <-rs.result:
+			if err == nil {
+				err = fmt.Errorf("%s sealed before all chunks were sent", rs.cn.who)
+			}
+			return err
+		case <-time.After(rs.a.cfg.Timeout):
+			return fmt.Errorf("%s: no credit for %v (receiver hung, stopped or died?)", rs.cn.who, rs.a.cfg.Timeout)
+		case <-rs.ctx.Done():
+			return rs.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// sendPiece writes one chunk when its span comes (scheduled) and the pace
+// allows, with its grid CRC when it is one whole grid cell.
+func (rs *replicaSend) sendPiece(p piece) error {
+	a, v := rs.a, rs.v
+	if p.at >= 0 && !rs.base.IsZero() && !rs.unscheduled {
+		switch err := a.tick.waitSpan(rs.ctx, rs.seq, p.span, rs.base.Add(p.at), min(a.cfg.Timeout/2, 10*time.Second)); {
+		case errors.Is(err, errGaveUp):
+			rs.unscheduled = true
+		case err != nil:
+			return err
+		}
+	}
+	if a.cfg.Pace != nil {
+		if err := a.cfg.Pace(rs.ctx, rs.to, p.off, p.size); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	crc, grid := int64(-1), a.Chunk()
+	if k := p.off / grid; p.off%grid == 0 && k < int64(len(rs.crcs)) && p.size == min(grid, v.Len-p.off) {
+		crc = int64(rs.crcs[k])
+	}
+	var gate func() error
+	slice := 0
+	if rs.scheduled {
+		gate, slice = rs.gate, 64<<10
+	}
+	if err := rs.rw.chunk(p.off, v.Len, v.Data()[p.off:p.off+p.size], crc, gate, slice); err != nil {
+		return err
+	}
+	if a.tl.on() {
+		at := int64(-1)
+		if p.at >= 0 && !rs.base.IsZero() {
+			at = rs.base.Add(p.at).UnixNano()
+		}
+		a.tl.event("send", a.cfg.Rank, "to", rs.to, "iter", v.Iter, "off", p.off, "size", p.size, "span", p.span, "at", at, "t0", t0, "t1", time.Now())
+	}
+	atomic.AddInt64(&a.stats.BytesSent, p.size)
+	atomic.AddInt64(&a.stats.ChunksSent, 1)
+	return nil
+}
+
+// gate holds a scheduled chunk's next slice while the trainer reports a
+// communication op under way (the pause is on the timeline).
+func (rs *replicaSend) gate() error {
+	a := rs.a
+	t0 := time.Now()
+	err := a.tick.gate(rs.ctx, a.cfg.Timeout/2)
+	if t1 := time.Now(); a.tl.on() && t1.Sub(t0) > time.Millisecond {
+		a.tl.event("pause", a.cfg.Rank, "to", rs.to, "iter", rs.v.Iter, "t0", t0, "t1", t1)
+	}
+	return err
 }
 
 // serveFetch sends a complete version to a peer that restores from it.

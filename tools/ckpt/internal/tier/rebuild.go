@@ -122,25 +122,8 @@ const Quarantine = "quarantine-"
 // swapped in by renames; the old one is kept as catalog.corrupt-TIME
 // (catalog.old-TIME when it could be read). The caller holds the lock.
 func Rebuild(ctx context.Context, dir string, o RebuildOptions) (Rebuilt, error) {
-	rehash, progress := o.Rehash, o.Progress
 	var res Rebuilt
-	old := map[int64]*catalog.Manifest{}
-	hadOld := false
-	if _, err := os.Stat(filepath.Join(dir, "catalog")); err == nil {
-		hadOld = true
-		c, err := catalog.Open(dir, CatalogWait)
-		if err == nil {
-			var all []*catalog.Manifest
-			all, err = c.List()
-			if cerr := c.Close(); err == nil {
-				err = cerr
-			}
-			for _, m := range all {
-				old[m.Iter] = m
-			}
-		}
-		res.OldErr = err
-	}
+	old, hadOld := oldCatalog(dir, &res)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return res, err
@@ -154,88 +137,140 @@ func Rebuild(ctx context.Context, dir string, o RebuildOptions) (Rebuilt, error)
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		m, err := readManifest(dir, e.Name(), it)
-		if errors.Is(err, os.ErrNotExist) {
-			switch {
-			case old[it] != nil && checkManifest(old[it], it) == nil:
-				m, err = old[it], nil
-			default:
-				m, err = fromShards(dir, e.Name(), it, o.Format)
-				if err == nil {
-					err = writeManifest(vfs.Default, filepath.Join(dir, e.Name()), m)
-				}
-				if err == nil {
-					res.FromShards = append(res.FromShards, it)
-				}
-			}
-		}
+		m, err := rebuildManifest(dir, e.Name(), it, old[it], o, &res)
 		if err != nil {
 			res.Left = append(res.Left, Problem{Iter: it, Rank: -1, File: e.Name(), Err: err})
 			continue
 		}
-		for _, s := range m.Shards {
-			if rehash {
-				base := done
-				var n int64
-				n, err = CheckShard(dir, s, func(n int64) {
-					if progress != nil {
-						progress(base + n)
-					}
-				})
-				done += n
-			} else if st, serr := os.Stat(filepath.Join(dir, s.File)); serr != nil {
-				err = serr
-			} else if st.Size() != s.Len {
-				err = fmt.Errorf("length %d, the manifest says %d", st.Size(), s.Len)
-			}
-			if err != nil {
-				res.Left = append(res.Left, Problem{Iter: it, Rank: s.Rank, File: s.File, Err: err})
-				break
-			}
+		if p := checkShards(dir, m, it, o, &done); p != nil {
+			res.Left = append(res.Left, *p)
+			continue
 		}
-		if err == nil {
-			res.Published = append(res.Published, m)
-		}
+		res.Published = append(res.Published, m)
 	}
 	sort.Slice(res.Published, func(i, j int) bool { return res.Published[i].Iter < res.Published[j].Iter })
-	for i, p := range res.Left {
+	if err := quarantine(dir, res.Left); err != nil {
+		return res, err
+	}
+	return res, swapCatalog(dir, &res, hadOld)
+}
+
+// oldCatalog reads the previous catalog's manifests by iteration, if there
+// is one and it can be read (res.OldErr says why not).
+func oldCatalog(dir string, res *Rebuilt) (map[int64]*catalog.Manifest, bool) {
+	old := map[int64]*catalog.Manifest{}
+	if _, err := os.Stat(filepath.Join(dir, "catalog")); err != nil {
+		return old, false
+	}
+	c, err := catalog.Open(dir, CatalogWait)
+	if err == nil {
+		var all []*catalog.Manifest
+		all, err = c.List()
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+		for _, m := range all {
+			old[m.Iter] = m
+		}
+	}
+	res.OldErr = err
+	return old, true
+}
+
+// rebuildManifest is iteration it's manifest: its manifest file, else the
+// old catalog's entry when it checks, else one made from its shard files
+// (and written beside them).
+func rebuildManifest(dir, name string, it int64, old *catalog.Manifest, o RebuildOptions, res *Rebuilt) (*catalog.Manifest, error) {
+	m, err := readManifest(dir, name, it)
+	if !errors.Is(err, os.ErrNotExist) {
+		return m, err
+	}
+	if old != nil && checkManifest(old, it) == nil {
+		return old, nil
+	}
+	m, err = fromShards(dir, name, it, o.Format)
+	if err == nil {
+		err = writeManifest(vfs.Default, filepath.Join(dir, name), m)
+	}
+	if err == nil {
+		res.FromShards = append(res.FromShards, it)
+	}
+	return m, err
+}
+
+// checkShards checks every shard file of m against its record: its hash
+// (RebuildOptions.Rehash, counting progress in done) or its length. It
+// returns the first problem.
+func checkShards(dir string, m *catalog.Manifest, it int64, o RebuildOptions, done *int64) *Problem {
+	for _, s := range m.Shards {
+		var err error
+		if o.Rehash {
+			base := *done
+			var n int64
+			n, err = CheckShard(dir, s, func(n int64) {
+				if o.Progress != nil {
+					o.Progress(base + n)
+				}
+			})
+			*done += n
+		} else if st, serr := os.Stat(filepath.Join(dir, s.File)); serr != nil {
+			err = serr
+		} else if st.Size() != s.Len {
+			err = fmt.Errorf("length %d, the manifest says %d", st.Size(), s.Len)
+		}
+		if err != nil {
+			return &Problem{Iter: it, Rank: s.Rank, File: s.File, Err: err}
+		}
+	}
+	return nil
+}
+
+// quarantine renames the directories left out with the Quarantine prefix
+// (and a time when that name is taken), and points their problems at the
+// new names.
+func quarantine(dir string, left []Problem) error {
+	for i, p := range left {
 		d := catalog.DirName(p.Iter)
 		q := Quarantine + d
 		if _, err := os.Stat(filepath.Join(dir, q)); err == nil {
 			q += "-" + time.Now().UTC().Format("20060102T150405.000000000Z")
 		}
 		if err := os.Rename(filepath.Join(dir, d), filepath.Join(dir, q)); err != nil {
-			return res, err
+			return err
 		}
 		if rest, ok := strings.CutPrefix(p.File, d+"/"); ok {
-			res.Left[i].File = q + "/" + rest
+			left[i].File = q + "/" + rest
 		} else {
-			res.Left[i].File = q
+			left[i].File = q
 		}
 	}
+	return nil
+}
 
-	// The new catalog: built in a temporary directory (Cleanup removes it
-	// if this process is killed), then swapped in.
+// swapCatalog builds the new catalog of res.Published in a temporary
+// directory (Cleanup removes it if this process is killed) and swaps it
+// in, keeping the old one as catalog.old-TIME or catalog.corrupt-TIME.
+func swapCatalog(dir string, res *Rebuilt, hadOld bool) error {
 	tmp := filepath.Join(dir, fmt.Sprintf(".tmp-catalog-%d", os.Getpid()))
 	if err := os.RemoveAll(tmp); err != nil {
-		return res, err
+		return err
 	}
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return res, err
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	c, err := catalog.Open(tmp, 0)
 	if err != nil {
-		return res, err
+		return err
 	}
 	for _, m := range res.Published {
 		if err := c.Publish(m); err != nil {
 			c.Close()
-			return res, err
+			return err
 		}
 	}
 	if err := c.Close(); err != nil {
-		return res, err
+		return err
 	}
 	if hadOld {
 		kind := "old"
@@ -244,13 +279,13 @@ func Rebuild(ctx context.Context, dir string, o RebuildOptions) (Rebuilt, error)
 		}
 		res.Old = filepath.Join(dir, fmt.Sprintf("catalog.%s-%s", kind, time.Now().UTC().Format("20060102T150405.000000000Z")))
 		if err := os.Rename(filepath.Join(dir, "catalog"), res.Old); err != nil {
-			return res, err
+			return err
 		}
 	}
 	if err := os.Rename(filepath.Join(tmp, "catalog"), filepath.Join(dir, "catalog")); err != nil {
-		return res, err
+		return err
 	}
-	return res, fsyncDir(vfs.Default, dir)
+	return fsyncDir(vfs.Default, dir)
 }
 
 // fromShards makes the manifest of iteration directory name from its
