@@ -65,6 +65,7 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	s.MaxBytes = int64(c.MaxPayload)
+	s.NoOverlap = c.NoOverlap
 	rn.S = s
 	closeInter, err := c.setupHier(rio.Ctx, env, c.Mesh.Config(env, rio.Log), rn, hello)
 	defer closeInter()

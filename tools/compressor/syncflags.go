@@ -30,6 +30,7 @@ type SyncFlags struct {
 	Plan       []string `help:"Plans to execute: a compressor plan stream (a collective per gradient, the plan's codec) and/or a fuser plan stream (gradients synced as groups), --format frames. Tensors not in the plan, or of other sizes, are an error (a plan for another model)." type:"existingfile" sep:"," env:"TRAINWIRE_COMPRESSOR_PLAN"`
 	StateIn    string   `help:"Read the error-feedback state (a stream written by --state-out, or by compressor encode) before the first tensor." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_IN"`
 	StateOut   string   `help:"Write the error-feedback state (dense frames TENSOR[#POINT]@SLOT) at the end." type:"path" env:"TRAINWIRE_COMPRESSOR_STATE_OUT"`
+	NoOverlap  bool     `name:"no-overlap" help:"Encode a bucket of tensors only after the previous one's exchange (by default the next bucket is encoded while one is on the wire)." env:"TRAINWIRE_COMPRESSOR_NO_OVERLAP"`
 	// Hierarchical runs every collective in two levels.
 	Hierarchical bool `help:"Two levels (Espresso's hierarchical communication): each node's ranks send their tensors to the node's local rank 0, which sums them; the collectives run among these leaders on a mesh of their own; the leaders send the results back. Needs the launcher's node and local ranks (TRAINWIRE_NODE_RANK, TRAINWIRE_NUM_NODES, TRAINWIRE_LOCAL_RANK, TRAINWIRE_LOCAL_WORLD, or torchrun's, Slurm's, ...). The error-feedback state (--state-in/--state-out) is the node's, on its leader." env:"TRAINWIRE_COMPRESSOR_HIERARCHICAL"`
 }

@@ -15,8 +15,12 @@ import (
 // and otherwise find the first item and field that differs and the rank
 // that has it.
 
-// maxAgreeText bounds the text of one item.
-const maxAgreeText = 1 << 20
+// maxAgreeText bounds the text of one item, maxAgreeItems the items a
+// peer may announce (their digests are allocated before they come).
+const (
+	maxAgreeText  = 1 << 20
+	maxAgreeItems = 1 << 20
+)
 
 // agree checks that every rank passes the same fields.
 func (s *Syncer) agree(ctx context.Context, what string, fields []string) error {
@@ -56,7 +60,7 @@ func (s *Syncer) agreeItems(ctx context.Context, what func(i int) string, items 
 	kmin := len(items)
 	for p := range s.n {
 		c := binary.LittleEndian.Uint64(got[40*p:])
-		if c > 1<<24 {
+		if c > maxAgreeItems {
 			return 0, fmt.Errorf("%s: rank %d announces %d tensors in a batch", what(0), p, c)
 		}
 		counts[p] = int(c)

@@ -197,6 +197,9 @@ type Syncer struct {
 	// BucketBytes bounds a bucket's input (SyncBatch); 0 is
 	// DefaultBucketBytes.
 	BucketBytes int
+	// NoOverlap runs the buckets one after the other: no encode of bucket
+	// b+1 during bucket b's exchange.
+	NoOverlap bool
 
 	layouts  map[string][]wire.Part
 	layoutMu sync.Mutex
