@@ -283,146 +283,185 @@ func (in *Instance) alg1(start []Option, r *Result, o Options) ([]Option, []Deci
 	if err != nil {
 		return nil, nil, err
 	}
-	ev := newEvaluator(in, ps)
-	dec := make([]Decision, in.n)
-	for i := range dec {
-		dec[i].Group = -1
-		dec[i].RunnerUpF = math.Inf(1)
+	a := &alg1Run{in: in, s: s, ev: newEvaluator(in, ps), o: o, dec: make([]Decision, in.n), removed: make([]bool, in.n),
+		cands: in.gpuOptions(), front: make([]frontier, 6)}
+	for i := range a.dec {
+		a.dec[i].Group = -1
+		a.dec[i].RunnerUpF = math.Inf(1)
 	}
-	removed := make([]bool, in.n)
-	remove := func() {
-		b := in.lastBubble(ev.ps)
-		for i := 0; i < b; i++ {
-			if !removed[i] && !in.compresses(s[i]) {
-				removed[i], dec[i].Removed, dec[i].Bubble = true, true, b
-			}
+	for i := range a.front {
+		a.front[i].st = in.newState()
+	}
+	a.remove()
+	for k, idx := range in.VisitOrder() {
+		a.visit(k, idx)
+	}
+	r.Evaluations += a.ev.evals
+	r.Pruned += a.ev.pruned
+	return s, a.dec, nil
+}
+
+// frontier is one of the few most promising candidates' states seen at a
+// gradient, with its lower bound.
+type frontier struct {
+	st *state
+	lb float64
+}
+
+// cand is a candidate option for one gradient that survived screening.
+type cand struct {
+	o     Option
+	p     *prog
+	lb    float64
+	order int
+}
+
+// alg1Run is Algorithm 1's walk over the gradients: the strategy as it
+// evolves, its evaluator, each gradient's decision, the gradients removed
+// (before the last bubble, uncompressed) and the dominance frontier.
+type alg1Run struct {
+	in      *Instance
+	s       []Option
+	ev      *evaluator
+	o       Options
+	dec     []Decision
+	removed []bool
+	cands   []Option
+	front   []frontier
+	nFront  int
+}
+
+// remove drops from the search the uncompressed gradients before the
+// strategy's last bubble.
+func (a *alg1Run) remove() {
+	b := a.in.lastBubble(a.ev.ps)
+	for i := 0; i < b; i++ {
+		if !a.removed[i] && !a.in.compresses(a.s[i]) {
+			a.removed[i], a.dec[i].Removed, a.dec[i].Bubble = true, true, b
 		}
 	}
-	remove()
-	cands := in.gpuOptions()
-	type frontier struct {
-		st *state
-		lb float64
+}
+
+// visit decides gradient idx, the k-th of the visit order: screen the
+// candidates, price the survivors, keep the least F.
+func (a *alg1Run) visit(k, idx int) {
+	d := &a.dec[idx]
+	d.Order = k
+	if a.removed[idx] {
+		return
 	}
-	front := make([]frontier, 6)
-	for i := range front {
-		front[i].st = in.newState()
+	d.Visited = true
+	cur, curP := a.s[idx], a.ev.ps[idx] // before screening sets other options' programs
+	base := a.in.newState()
+	a.ev.refresh() // the bounds' suffix sums, for the strategy as it now is
+	best := a.ev.evalCut(math.Inf(1), idx, func(st *state) bool { base.copyFrom(st); return false })
+	d.Before = best
+	live := a.screen(idx, cur, base, d)
+	bestO, bestP, best := a.price(idx, live, cur, curP, best, d)
+	a.ev.set(idx, bestP)
+	d.After = best
+	if bestO != cur {
+		a.s[idx] = bestO
+		a.remove()
 	}
-	for k, idx := range in.VisitOrder() {
-		d := &dec[idx]
-		d.Order = k
-		if removed[idx] {
+}
+
+// screen is phase 1: each candidate's timeline up to and including
+// gradient idx only: drop those the current option (base) or a frontier
+// state dominates, and rank the others by their lower bound, so that the
+// likely best are priced first and the bound cuts the rest early.
+func (a *alg1Run) screen(idx int, cur Option, base *state, d *Decision) []cand {
+	var live []cand
+	a.nFront = 0
+	for k, c := range a.cands {
+		if c == cur {
 			continue
 		}
-		d.Visited = true
-		cur := s[idx]
-		curP := ev.ps[idx]
-		base := in.newState()
-		ev.refresh() // the bounds' suffix sums, for the strategy as it now is
-		best := ev.evalCut(math.Inf(1), idx, func(st *state) bool { base.copyFrom(st); return false })
-		d.Before = best
-		bestO, bestP, bestOrder := cur, curP, -1
-		// Phase 1: each candidate's timeline up to and including this
-		// gradient only: drop those the current option dominates, and
-		// rank the others by their lower bound, so that the likely best
-		// are priced first and the bound cuts the rest early.
-		type cand struct {
-			o     Option
-			p     *prog
-			lb    float64
-			order int
+		p, err := a.in.prog(idx, c, false)
+		if err != nil {
+			continue
 		}
-		var live []cand
-		nFront := 0
-		for k, c := range cands {
-			if c == cur {
-				continue
-			}
-			p, err := in.prog(idx, c, false)
-			if err != nil {
-				continue
-			}
-			d.Alternatives++
-			ev.set(idx, p)
-			dom, lb := false, 0.0
-			ev.evalCut(math.Inf(1), idx, func(st *state) bool {
-				lb = ev.lower(st, idx+1)
-				if o.NoDominance {
-					return true
-				}
-				dom = dominates(st, base)
-				// or by one of the few most promising earlier candidates
-				for _, f := range front[:nFront] {
-					if dom {
-						break
-					}
-					dom = dominates(st, f.st)
-				}
-				if !dom {
-					// keep it among the frontFor lowest bounds
-					k := nFront
-					if k == len(front) {
-						k = len(front) - 1
-						if front[k].lb <= lb {
-							return true
-						}
-					} else {
-						nFront++
-					}
-					front[k].st.copyFrom(st)
-					front[k].lb = lb
-					for k > 0 && front[k-1].lb > front[k].lb {
-						front[k-1], front[k] = front[k], front[k-1]
-						k--
-					}
-				}
+		d.Alternatives++
+		a.ev.set(idx, p)
+		dom, lb := false, 0.0
+		a.ev.evalCut(math.Inf(1), idx, func(st *state) bool {
+			lb = a.ev.lower(st, idx+1)
+			if a.o.NoDominance {
 				return true
-			})
-			if dom {
-				d.Pruned++
-				continue
 			}
-			live = append(live, cand{c, p, lb, k})
+			dom = dominates(st, base)
+			// or by one of the few most promising earlier candidates
+			for _, f := range a.front[:a.nFront] {
+				if dom {
+					break
+				}
+				dom = dominates(st, f.st)
+			}
+			if !dom {
+				a.keepFront(st, lb)
+			}
+			return true
+		})
+		if dom {
+			d.Pruned++
+			continue
 		}
-		slices.SortStableFunc(live, func(a, b cand) int { return cmp.Compare(a.lb, b.lb) })
-		// Phase 2: price them to the end. The winner is the least F, ties
-		// going to the current option, then to the earlier option in the
-		// tree's order; a candidate is cut once its lower bound shows it
-		// cannot win.
-		for _, c := range live {
-			if c.lb > best || (c.lb >= best && c.order > bestOrder) {
-				d.Pruned++
-				continue
-			}
-			bound := best
-			if c.order < bestOrder {
-				bound = math.Nextafter(best, math.Inf(1)) // an equal F would win
-			}
-			ev.set(idx, c.p)
-			pr := ev.pruned
-			f := ev.eval(bound)
-			if ev.pruned > pr {
-				d.Pruned++
-			}
-			switch {
-			case f < best || (f == best && c.order < bestOrder):
-				// the previous best becomes the runner-up
-				d.RunnerUp, d.RunnerUpF = bestO, best
-				best, bestO, bestP, bestOrder = f, c.o, c.p, c.order
-			case f < d.RunnerUpF:
-				d.RunnerUp, d.RunnerUpF = c.o, f
-			}
+		live = append(live, cand{c, p, lb, k})
+	}
+	slices.SortStableFunc(live, func(x, y cand) int { return cmp.Compare(x.lb, y.lb) })
+	return live
+}
+
+// keepFront keeps st among the frontier's lowest bounds, in bound order.
+func (a *alg1Run) keepFront(st *state, lb float64) {
+	k := a.nFront
+	if k == len(a.front) {
+		k = len(a.front) - 1
+		if a.front[k].lb <= lb {
+			return
 		}
-		ev.set(idx, bestP)
-		d.After = best
-		if bestO != cur {
-			s[idx] = bestO
-			remove()
+	} else {
+		a.nFront++
+	}
+	a.front[k].st.copyFrom(st)
+	a.front[k].lb = lb
+	for k > 0 && a.front[k-1].lb > a.front[k].lb {
+		a.front[k-1], a.front[k] = a.front[k], a.front[k-1]
+		k--
+	}
+}
+
+// price is phase 2: price the screened candidates to the end. The winner
+// is the least F, ties going to the current option, then to the earlier
+// option in the tree's order; a candidate is cut once its lower bound
+// shows it cannot win.
+func (a *alg1Run) price(idx int, live []cand, cur Option, curP *prog, best float64, d *Decision) (Option, *prog, float64) {
+	bestO, bestP, bestOrder := cur, curP, -1
+	for _, c := range live {
+		if c.lb > best || (c.lb >= best && c.order > bestOrder) {
+			d.Pruned++
+			continue
+		}
+		bound := best
+		if c.order < bestOrder {
+			bound = math.Nextafter(best, math.Inf(1)) // an equal F would win
+		}
+		a.ev.set(idx, c.p)
+		pr := a.ev.pruned
+		f := a.ev.eval(bound)
+		if a.ev.pruned > pr {
+			d.Pruned++
+		}
+		switch {
+		case f < best || (f == best && c.order < bestOrder):
+			// the previous best becomes the runner-up
+			d.RunnerUp, d.RunnerUpF = bestO, best
+			best, bestO, bestP, bestOrder = f, c.o, c.p, c.order
+		case f < d.RunnerUpF:
+			d.RunnerUp, d.RunnerUpF = c.o, f
 		}
 	}
-	r.Evaluations += ev.evals
-	r.Pruned += ev.pruned
-	return s, dec, nil
+	return bestO, bestP, best
 }
 
 // alg2 is Algorithm 2: CPU offloading over (size, option) groups.
@@ -430,33 +469,7 @@ func (in *Instance) alg2(s []Option, f float64, capN int, r *Result) ([]Option, 
 	if capN <= 0 {
 		capN = 1000000
 	}
-	type group = offloadGroup
-	var groups []*group
-	byKey := map[[2]int64]*group{}
-	for i, o := range s {
-		if !in.compresses(o) || o.CPU != 0 {
-			continue
-		}
-		cp, err := in.prog(i, in.cpuOf(o), false)
-		if err != nil {
-			continue
-		}
-		key := [2]int64{in.Job.Grads[i].Numel, int64(o.Path)}
-		g := byKey[key]
-		if g == nil {
-			g = &group{}
-			byKey[key] = g
-			groups = append(groups, g)
-		}
-		gp, _ := in.prog(i, o, false)
-		g.members = append(g.members, i)
-		g.gpu = append(g.gpu, gp)
-		g.cpu = append(g.cpu, cp)
-	}
-	// The enumeration's fastest digit is the group whose earliest member is
-	// readiest last, so that most steps re-simulate only a late suffix of
-	// the timeline.
-	slices.SortStableFunc(groups, func(a, b *group) int { return cmp.Compare(b.members[0], a.members[0]) })
+	groups := in.offloadGroups(s)
 	points := 1
 	for gi, g := range groups {
 		r.OffloadCandidates += len(g.members)
@@ -476,39 +489,6 @@ func (in *Instance) alg2(s []Option, f float64, capN int, r *Result) ([]Option, 
 	if err != nil {
 		return nil, 0, err
 	}
-	radix := make([]int, len(groups))
-	for gi, g := range groups {
-		radix[gi] = len(g.members) + 1
-	}
-	// a searcher owns an evaluator and an assignment u (u_i = how many of
-	// group i's earliest-ready members run on the CPU)
-	type searcher struct {
-		ev    *evaluator
-		u     []int
-		best  []int
-		bestF float64
-	}
-	newSearcher := func() *searcher {
-		return &searcher{ev: newEvaluator(in, ps), u: make([]int, len(groups)), best: make([]int, len(groups)), bestF: f}
-	}
-	setU := func(sr *searcher, gi, v int) {
-		g := groups[gi]
-		for k, i := range g.members {
-			if k < v {
-				sr.ev.set(i, g.cpu[k])
-			} else {
-				sr.ev.set(i, g.gpu[k])
-			}
-		}
-		sr.u[gi] = v
-	}
-	try := func(sr *searcher) {
-		sr.ev.refresh()
-		if v := sr.ev.eval(sr.bestF); v < sr.bestF {
-			sr.bestF = v
-			copy(sr.best, sr.u)
-		}
-	}
 	var best []int
 	bestF := f
 	if points <= capN {
@@ -518,27 +498,8 @@ func (in *Instance) alg2(s []Option, f float64, capN int, r *Result) ([]Option, 
 		r.Evaluations += evals
 		r.Pruned += pruned
 	} else {
-		// coordinate descent: each u_i in turn, until no change helps
-		sr := newSearcher()
-		for improved := true; improved; {
-			improved = false
-			for gi := range groups {
-				for gi2 := range sr.u {
-					setU(sr, gi2, sr.best[gi2])
-				}
-				for v := 0; v < radix[gi]; v++ {
-					if v == sr.best[gi] {
-						continue
-					}
-					setU(sr, gi, v)
-					before := sr.bestF
-					try(sr)
-					if sr.bestF < before {
-						improved = true
-					}
-				}
-			}
-		}
+		sr := &offloadSearch{groups: groups, ev: newEvaluator(in, ps), u: make([]int, len(groups)), best: make([]int, len(groups)), bestF: f}
+		sr.descend()
 		r.Evaluations += sr.ev.evals
 		r.Pruned += sr.ev.pruned
 		bestF, best = sr.bestF, sr.best
@@ -557,6 +518,96 @@ func (in *Instance) alg2(s []Option, f float64, capN int, r *Result) ([]Option, 
 		}
 	}
 	return out, bestF, nil
+}
+
+// offloadGroups groups the gradients strategy s compresses on the GPU by
+// (size, option), with each member's GPU and CPU programs. The
+// enumeration's fastest digit is the group whose earliest member is
+// readiest last, so that most steps re-simulate only a late suffix of the
+// timeline.
+func (in *Instance) offloadGroups(s []Option) []*offloadGroup {
+	var groups []*offloadGroup
+	byKey := map[[2]int64]*offloadGroup{}
+	for i, o := range s {
+		if !in.compresses(o) || o.CPU != 0 {
+			continue
+		}
+		cp, err := in.prog(i, in.cpuOf(o), false)
+		if err != nil {
+			continue
+		}
+		key := [2]int64{in.Job.Grads[i].Numel, int64(o.Path)}
+		g := byKey[key]
+		if g == nil {
+			g = &offloadGroup{}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		gp, _ := in.prog(i, o, false)
+		g.members = append(g.members, i)
+		g.gpu = append(g.gpu, gp)
+		g.cpu = append(g.cpu, cp)
+	}
+	slices.SortStableFunc(groups, func(a, b *offloadGroup) int { return cmp.Compare(b.members[0], a.members[0]) })
+	return groups
+}
+
+// offloadSearch is Algorithm 2's coordinate descent when the groups'
+// points are too many to enumerate: an evaluator and an assignment u
+// (u_i = how many of group i's earliest-ready members run on the CPU),
+// with the best seen.
+type offloadSearch struct {
+	groups []*offloadGroup
+	ev     *evaluator
+	u      []int
+	best   []int
+	bestF  float64
+}
+
+// setU puts group gi's v earliest-ready members on the CPU.
+func (sr *offloadSearch) setU(gi, v int) {
+	g := sr.groups[gi]
+	for k, i := range g.members {
+		if k < v {
+			sr.ev.set(i, g.cpu[k])
+		} else {
+			sr.ev.set(i, g.gpu[k])
+		}
+	}
+	sr.u[gi] = v
+}
+
+// try prices the current assignment and keeps it when it is the best.
+func (sr *offloadSearch) try() {
+	sr.ev.refresh()
+	if v := sr.ev.eval(sr.bestF); v < sr.bestF {
+		sr.bestF = v
+		copy(sr.best, sr.u)
+	}
+}
+
+// descend changes each u_i in turn, from the best assignment, until no
+// change helps.
+func (sr *offloadSearch) descend() {
+	for improved := true; improved; {
+		improved = false
+		for gi, g := range sr.groups {
+			for gi2 := range sr.u {
+				sr.setU(gi2, sr.best[gi2])
+			}
+			for v := 0; v <= len(g.members); v++ {
+				if v == sr.best[gi] {
+					continue
+				}
+				sr.setU(gi, v)
+				before := sr.bestF
+				sr.try()
+				if sr.bestF < before {
+					improved = true
+				}
+			}
+		}
+	}
 }
 
 // precompile prices every path on the GPU for every size, so that the
