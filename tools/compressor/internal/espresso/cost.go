@@ -60,146 +60,189 @@ var errUnavailable = errors.New("device has no time model")
 // which is how many inter-machine collectives share the NIC. zeroComp
 // prices compression and decompression at 0 (the Upper Bound of §5.4).
 func compile(cl costmodel.Cluster, c Costs, p Path, cpu uint32, d int64, zeroComp bool) (prog, error) {
-	var g prog
-	k, nodes := cl.GPUsPerNode, cl.Nodes
-	flatMask := uint8(0)
-	if nodes > 1 {
-		flatMask |= 1 << resInter
+	cp := &compiler{cl: cl, c: c, cpu: cpu, zeroComp: zeroComp, dense: true, e: float64(d), a: 1, cc: 1, h: cl.GPUsPerNode}
+	if cl.Nodes > 1 {
+		cp.flatMask |= 1 << resInter
 	}
-	if k > 1 {
-		flatMask |= 1 << resIntra
+	if cl.GPUsPerNode > 1 {
+		cp.flatMask |= 1 << resIntra
 	}
-	// e: elements one piece (or the dense chunk) stands for; a: pieces of
-	// the same chunk from different ranks (to be summed); c: distinct
-	// chunks held (to be concatenated).
-	dense, e, a, cc, h, onCPU := true, float64(d), 1.0, 1.0, k, false
-	sz := func(e float64) float64 { return float64(c.Size(int64(math.Ceil(e - 1e-9)))) }
-	bytes := func() float64 {
-		if dense {
-			return 4 * e
-		}
-		return a * cc * sz(e)
-	}
-	add := func(mask uint8, step int, dur float64) {
-		if dur <= 0 {
-			return // a group of one rank, or free compression: nothing waits
-		}
-		g.ops = append(g.ops, op{mask: mask, step: int8(step), dur: dur})
-		for r := range nRes {
-			if mask&(1<<r) != 0 {
-				g.usage[r] += dur
-			}
-		}
-	}
-	toDevice := func() {
-		if onCPU {
-			add(1<<resH2D, -1, cl.Copy(bytes()))
-			onCPU = false
-		}
-	}
-	toHost := func() {
-		if !onCPU {
-			add(1<<resD2H, -1, cl.Copy(bytes()))
-			onCPU = true
-		}
-	}
-	dev := 0
 	for i, s := range p.Steps {
+		var err error
 		switch s.Kind {
 		case Comm:
-			toDevice()
-			var grp costmodel.Group
-			var mask uint8
-			switch s.Phase {
-			case F, F1, F2:
-				grp, mask = cl.Flat(), flatMask
-			case I1, I2:
-				grp, mask = cl.IntraGroup(), 1<<resIntra
-			default:
-				grp, mask = cl.InterGroup(h), 1<<resInter
-			}
-			n := float64(grp.Nodes * grp.Local)
-			second := s.Phase == F2 || s.Phase == I2 || s.Phase == X2
-			var sb float64
-			switch {
-			case dense && (s.Op == costmodel.Allreduce || s.Op == costmodel.Reduce || s.Op == costmodel.Broadcast):
-				sb = 4 * e
-			case dense && s.Op == costmodel.ReduceScatter:
-				sb = 4 * e
-				e /= n
-			case dense && s.Op == costmodel.Allgather:
-				sb = 4 * e * n
-				e *= n
-			case !dense && s.Op == costmodel.Allgather:
-				// step 2 gathers different chunks; the indivisible
-				// allgather gathers every rank's copy of the same one
-				sb = n * a * cc * sz(e)
-				if second {
-					cc *= n
-				} else {
-					a *= n
-				}
-			case !dense && s.Op == costmodel.Gather:
-				sb = n * a * cc * sz(e)
-				a *= n
-			case !dense && s.Op == costmodel.Alltoall:
-				// every piece is split in n; rank j gets part j of all
-				sb = a * cc * n * sz(e/n)
-				a *= n
-				e /= n
-			case !dense && s.Op == costmodel.Broadcast:
-				sb = a * cc * sz(e)
-			default:
-				return g, fmt.Errorf("%v on a %s payload", s, map[bool]string{true: "dense", false: "compressed"}[dense])
-			}
-			if s.Phase == I1 && (s.Op == costmodel.Reduce || s.Op == costmodel.Gather) {
-				h = 1
-			}
-			if s.Phase == I2 {
-				h = k
-			}
-			add(mask, i, cl.Time(s.Op, grp, sb))
+			err = cp.comm(i, s)
 		case Comp, Decomp:
-			onDev := cpu&(1<<dev) != 0
-			dev++
-			times := c.GPU
-			if onDev {
-				times = c.CPU
-			}
-			if times == nil {
-				return g, errUnavailable
-			}
-			var dur float64
-			if s.Kind == Comp {
-				if !dense {
-					return g, fmt.Errorf("step %d: compression of a compressed payload", i)
-				}
-				dur = times.EncodeNS(4 * e)
-			} else {
-				if dense {
-					return g, fmt.Errorf("step %d: decompression of a dense payload", i)
-				}
-				dur = a * cc * times.DecodeNS(4*e)
-			}
-			if zeroComp {
-				dur = 0
-			}
-			if onDev {
-				toHost()
-				add(1<<resCPU, i, dur)
-			} else {
-				toDevice()
-				add(1<<resGPU, i, dur)
-			}
-			if s.Kind == Decomp {
-				e *= cc
-			}
-			dense, a, cc = s.Kind == Decomp, 1, 1
+			err = cp.codec(i, s)
+		}
+		if err != nil {
+			return cp.g, err
 		}
 	}
-	toDevice()
-	if !dense || math.Abs(e-float64(d)) > 1e-6*float64(d) {
-		return g, fmt.Errorf("path %v ends with %v elements (dense %v), want %d dense", p, e, dense, d)
+	cp.toDevice()
+	if !cp.dense || math.Abs(cp.e-float64(d)) > 1e-6*float64(d) {
+		return cp.g, fmt.Errorf("path %v ends with %v elements (dense %v), want %d dense", p, cp.e, cp.dense, d)
 	}
-	return g, nil
+	return cp.g, nil
+}
+
+// compiler carries compile's payload descriptor through a path and
+// collects the program's ops.
+type compiler struct {
+	cl       costmodel.Cluster
+	c        Costs
+	cpu      uint32 // device mask: bit j set puts the j-th codec step on the CPU
+	zeroComp bool
+	flatMask uint8
+	g        prog
+	// dense or compressed; e: elements one piece (or the dense chunk)
+	// stands for; a: pieces of the same chunk from different ranks (to
+	// be summed); cc: distinct chunks held (to be concatenated); h: GPUs
+	// per machine holding data; onCPU: where the payload is; dev: codec
+	// steps seen.
+	dense    bool
+	e, a, cc float64
+	h        int
+	onCPU    bool
+	dev      int
+}
+
+// sz is the compressed size of a piece standing for e elements.
+func (cp *compiler) sz(e float64) float64 {
+	return float64(cp.c.Size(int64(math.Ceil(e - 1e-9))))
+}
+
+// bytes is the payload's size now.
+func (cp *compiler) bytes() float64 {
+	if cp.dense {
+		return 4 * cp.e
+	}
+	return cp.a * cp.cc * cp.sz(cp.e)
+}
+
+// add appends an op on the resources of mask (none when it takes no time:
+// a group of one rank, or free compression — nothing waits).
+func (cp *compiler) add(mask uint8, step int, dur float64) {
+	if dur <= 0 {
+		return
+	}
+	cp.g.ops = append(cp.g.ops, op{mask: mask, step: int8(step), dur: dur})
+	for r := range nRes {
+		if mask&(1<<r) != 0 {
+			cp.g.usage[r] += dur
+		}
+	}
+}
+
+func (cp *compiler) toDevice() {
+	if cp.onCPU {
+		cp.add(1<<resH2D, -1, cp.cl.Copy(cp.bytes()))
+		cp.onCPU = false
+	}
+}
+
+func (cp *compiler) toHost() {
+	if !cp.onCPU {
+		cp.add(1<<resD2H, -1, cp.cl.Copy(cp.bytes()))
+		cp.onCPU = true
+	}
+}
+
+// comm prices communication step i: its group and resources by phase, the
+// bytes it sends by operation and payload, and what the payload becomes.
+func (cp *compiler) comm(i int, s Step) error {
+	cp.toDevice()
+	var grp costmodel.Group
+	var mask uint8
+	switch s.Phase {
+	case F, F1, F2:
+		grp, mask = cp.cl.Flat(), cp.flatMask
+	case I1, I2:
+		grp, mask = cp.cl.IntraGroup(), 1<<resIntra
+	default:
+		grp, mask = cp.cl.InterGroup(cp.h), 1<<resInter
+	}
+	n := float64(grp.Nodes * grp.Local)
+	second := s.Phase == F2 || s.Phase == I2 || s.Phase == X2
+	var sb float64
+	switch {
+	case cp.dense && (s.Op == costmodel.Allreduce || s.Op == costmodel.Reduce || s.Op == costmodel.Broadcast):
+		sb = 4 * cp.e
+	case cp.dense && s.Op == costmodel.ReduceScatter:
+		sb = 4 * cp.e
+		cp.e /= n
+	case cp.dense && s.Op == costmodel.Allgather:
+		sb = 4 * cp.e * n
+		cp.e *= n
+	case !cp.dense && s.Op == costmodel.Allgather:
+		// step 2 gathers different chunks; the indivisible allgather
+		// gathers every rank's copy of the same one
+		sb = n * cp.a * cp.cc * cp.sz(cp.e)
+		if second {
+			cp.cc *= n
+		} else {
+			cp.a *= n
+		}
+	case !cp.dense && s.Op == costmodel.Gather:
+		sb = n * cp.a * cp.cc * cp.sz(cp.e)
+		cp.a *= n
+	case !cp.dense && s.Op == costmodel.Alltoall:
+		// every piece is split in n; rank j gets part j of all
+		sb = cp.a * cp.cc * n * cp.sz(cp.e/n)
+		cp.a *= n
+		cp.e /= n
+	case !cp.dense && s.Op == costmodel.Broadcast:
+		sb = cp.a * cp.cc * cp.sz(cp.e)
+	default:
+		return fmt.Errorf("%v on a %s payload", s, map[bool]string{true: "dense", false: "compressed"}[cp.dense])
+	}
+	if s.Phase == I1 && (s.Op == costmodel.Reduce || s.Op == costmodel.Gather) {
+		cp.h = 1
+	}
+	if s.Phase == I2 {
+		cp.h = cp.cl.GPUsPerNode
+	}
+	cp.add(mask, i, cp.cl.Time(s.Op, grp, sb))
+	return nil
+}
+
+// codec prices compression or decompression step i on its device (the
+// mask's next bit), moving the payload there first.
+func (cp *compiler) codec(i int, s Step) error {
+	onDev := cp.cpu&(1<<cp.dev) != 0
+	cp.dev++
+	times := cp.c.GPU
+	if onDev {
+		times = cp.c.CPU
+	}
+	if times == nil {
+		return errUnavailable
+	}
+	var dur float64
+	if s.Kind == Comp {
+		if !cp.dense {
+			return fmt.Errorf("step %d: compression of a compressed payload", i)
+		}
+		dur = times.EncodeNS(4 * cp.e)
+	} else {
+		if cp.dense {
+			return fmt.Errorf("step %d: decompression of a dense payload", i)
+		}
+		dur = cp.a * cp.cc * times.DecodeNS(4*cp.e)
+	}
+	if cp.zeroComp {
+		dur = 0
+	}
+	if onDev {
+		cp.toHost()
+		cp.add(1<<resCPU, i, dur)
+	} else {
+		cp.toDevice()
+		cp.add(1<<resGPU, i, dur)
+	}
+	if s.Kind == Decomp {
+		cp.e *= cp.cc
+	}
+	cp.dense, cp.a, cp.cc = s.Kind == Decomp, 1, 1
+	return nil
 }
