@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"trainwire.dev/lib/cli/clitest"
 	"trainwire.dev/tools/ckpt/internal/health"
 	"trainwire.dev/tools/ckpt/internal/placement"
 )
@@ -154,25 +151,4 @@ func TestE2EEtcdRereplicate(t *testing.T) {
 		return true
 	})
 	c.restoreAll(2, data(2))
-}
-
-// `ckpt plan --failed` prints the temporary copies the agents take (the
-// docs' table); a machine outside 1…N is refused as a bad flag.
-func TestPlanFailed(t *testing.T) {
-	bin := clitest.Binary(t, "ckpt")
-	out, stderr, code := clitest.Run(t, exec.Command(bin, "plan", "--N", "6", "--m", "2", "--failed", "2,4", "--format", "json"))
-	var got planOut
-	if code != 0 || json.Unmarshal(out, &got) != nil {
-		t.Fatalf("plan --failed 2,4: exit %d: %s%s", code, out, stderr)
-	}
-	want := map[int][]int{1: {3}, 2: {5}, 3: {6}, 4: {1}}
-	for _, m := range got.Machines {
-		if fmt.Sprint(m.Extra) != fmt.Sprint(want[m.Machine]) {
-			t.Errorf("machine %d: extra copies on %v, want %v", m.Machine, m.Extra, want[m.Machine])
-		}
-	}
-	_, stderr, code = clitest.Run(t, exec.Command(bin, "plan", "--N", "6", "--failed", "7"))
-	if code != 80 || !strings.Contains(stderr, "--failed 7") {
-		t.Fatalf("plan --failed 7: exit %d: %s", code, stderr)
-	}
 }
