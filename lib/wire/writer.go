@@ -390,49 +390,9 @@ func (e *encoder) frame(f Frame) error {
 		e.key("data")
 		e.bin(f.Data)
 	case *Sparse:
-		e.head(TypeSparse, 11)
-		e.tensorID(f.Name, f.Step, f.Rank)
-		e.key("dtype")
-		e.str(string(f.DType))
-		e.key("shape")
-		e.shape(f.Shape)
-		e.key("width")
-		e.int(f.Width)
-		e.key("format")
-		e.str(f.Format)
-		e.key("itype")
-		e.str(string(f.IType))
-		e.key("nnz")
-		e.int(f.Nnz)
-		e.key("indices")
-		e.bin(f.Indices)
-		e.key("values")
-		e.bin(f.Values)
+		e.sparse(f)
 	case *Compressed:
-		e.head(TypeCompressed, 8)
-		e.tensorID(f.Name, f.Step, f.Rank)
-		e.key("algo")
-		e.str(f.Algo)
-		e.key("params")
-		e.anyMap(f.Params)
-		e.key("dtype")
-		e.str(string(f.DType))
-		e.key("shape")
-		e.shape(f.Shape)
-		e.key("parts")
-		e.arrayLen(len(f.Parts))
-		for i := range f.Parts {
-			p := &f.Parts[i]
-			e.mapLen(4)
-			e.key("name")
-			e.str(p.Name)
-			e.key("dtype")
-			e.str(string(p.DType))
-			e.key("shape")
-			e.shape(p.Shape)
-			e.key("data")
-			e.bin(p.Data)
-		}
+		e.compressed(f)
 	case *Event:
 		e.event(f)
 	case *Model:
@@ -440,39 +400,9 @@ func (e *encoder) frame(f Frame) error {
 	case *Plan:
 		e.plan(f)
 	case *Chunk:
-		e.head(TypeChunk, 9)
-		e.key("job")
-		e.str(f.Job)
-		e.key("iter")
-		e.int(f.Iter)
-		e.key("src_rank")
-		e.int(f.SrcRank)
-		e.key("replica_of")
-		e.int(f.ReplicaOf)
-		e.key("offset")
-		e.int(f.Offset)
-		e.key("len")
-		e.int(f.Len)
-		e.key("total_len")
-		e.int(f.TotalLen)
-		e.key("crc32c")
-		e.uint(uint64(f.CRC32C))
-		e.key("data")
-		e.bin(f.Data)
+		e.chunk(f)
 	case *Stats:
-		e.head(TypeStats, 6)
-		e.key("tool")
-		e.str(f.Tool)
-		e.key("name")
-		e.str(f.Name)
-		e.key("step")
-		e.int(f.Step)
-		e.key("rank")
-		e.int(f.Rank)
-		e.key("values")
-		e.floatMap(f.Values)
-		e.key("labels")
-		e.strMap(f.Labels)
+		e.stats(f)
 	case *Error:
 		e.head(TypeError, 4)
 		e.key("code")
@@ -487,6 +417,96 @@ func (e *encoder) frame(f Frame) error {
 		return fmt.Errorf("unknown frame type %T", f)
 	}
 	return e.err
+}
+
+// sparse writes a sparse frame.
+func (e *encoder) sparse(f *Sparse) {
+	e.head(TypeSparse, 11)
+	e.tensorID(f.Name, f.Step, f.Rank)
+	e.key("dtype")
+	e.str(string(f.DType))
+	e.key("shape")
+	e.shape(f.Shape)
+	e.key("width")
+	e.int(f.Width)
+	e.key("format")
+	e.str(f.Format)
+	e.key("itype")
+	e.str(string(f.IType))
+	e.key("nnz")
+	e.int(f.Nnz)
+	e.key("indices")
+	e.bin(f.Indices)
+	e.key("values")
+	e.bin(f.Values)
+}
+
+// compressed writes a compressed frame and its parts.
+func (e *encoder) compressed(f *Compressed) {
+	e.head(TypeCompressed, 8)
+	e.tensorID(f.Name, f.Step, f.Rank)
+	e.key("algo")
+	e.str(f.Algo)
+	e.key("params")
+	e.anyMap(f.Params)
+	e.key("dtype")
+	e.str(string(f.DType))
+	e.key("shape")
+	e.shape(f.Shape)
+	e.key("parts")
+	e.arrayLen(len(f.Parts))
+	for i := range f.Parts {
+		p := &f.Parts[i]
+		e.mapLen(4)
+		e.key("name")
+		e.str(p.Name)
+		e.key("dtype")
+		e.str(string(p.DType))
+		e.key("shape")
+		e.shape(p.Shape)
+		e.key("data")
+		e.bin(p.Data)
+	}
+}
+
+// chunk writes a checkpoint chunk frame.
+func (e *encoder) chunk(f *Chunk) {
+	e.head(TypeChunk, 9)
+	e.key("job")
+	e.str(f.Job)
+	e.key("iter")
+	e.int(f.Iter)
+	e.key("src_rank")
+	e.int(f.SrcRank)
+	e.key("replica_of")
+	e.int(f.ReplicaOf)
+	e.key("offset")
+	e.int(f.Offset)
+	e.key("len")
+	e.int(f.Len)
+	e.key("total_len")
+	e.int(f.TotalLen)
+	e.key("crc32c")
+	e.uint(uint64(f.CRC32C))
+	e.key("data")
+	e.bin(f.Data)
+}
+
+// stats writes a stats frame.
+func (e *encoder) stats(f *Stats) {
+	e.head(TypeStats, 6)
+	e.key("tool")
+	e.str(f.Tool)
+	e.key("name")
+	e.str(f.Name)
+	e.key("step")
+	e.int(f.Step)
+	e.key("rank")
+	e.int(f.Rank)
+	e.key("values")
+	e.floatMap(f.Values)
+	e.key("labels")
+	e.strMap(f.Labels)
 }
 
 func (e *encoder) tensorID(name string, step, rank int64) {
