@@ -109,6 +109,9 @@ class TorchAllToAll:
         pass
 
 
+STAGES = ("all2all", "SFP", "fall2all", "FP", "BP", "allreduce", "opt", "ball2all", "SBP")
+
+
 class Staleness:
     """Training under Sven's schedule (docs/sven.md, the four-stage pipeline): mini-batch u's
     lookups read the tables after max(0, u - S) updates. Each mini-batch's state between its lookup
@@ -119,43 +122,59 @@ class Staleness:
         emb.wait_each = not pipelined
         self.opt = torch.optim.SGD(dense, lr=lr)
         self.version, self.max_stale, self.red, self.stash = 0, 0, {}, {}
+        self.times = {k: 0.0 for k in STAGES}
+
+    def timed(self, stage, f, *args):
+        """f(*args), its seconds added to stage (under seq, an alltoall's includes its wait)."""
+        t0 = time.perf_counter()
+        r = f(*args)
+        self.times[stage] += time.perf_counter() - t0
+        return r
 
     def prepare(self, u, steps):
         """Sparse forward of u: its redistribution's result, the next one submitted, the lookups
         against the current tables, and alltoall 3 submitted."""
         x, lengths, indices, y = self.data(u)
         if u == 0:
-            self.red[0] = self.emb.submit_redistribute(lengths, indices)
-        rows_from, by_src = self.emb.finish_redistribute(self.red.pop(u))
+            self.red[0] = self.timed("all2all", self.emb.submit_redistribute, lengths, indices)
+        rows_from, by_src = self.timed("all2all", self.emb.finish_redistribute, self.red.pop(u))
         if u + 1 < steps:
             _, l1, i1, _ = self.data(u + 1)
-            self.red[u + 1] = self.emb.submit_redistribute(l1, i1)
+            self.red[u + 1] = self.timed("all2all", self.emb.submit_redistribute, l1, i1)
         stale = u - self.version
         if stale > self.s or stale < 0:
             raise RuntimeError("dlrm: mini-batch %d reads version %d: staleness over %d" % (u, self.version, self.s))
         self.max_stale = max(self.max_stale, stale)
-        inputs = self.emb.bag_inputs(rows_from, by_src)
-        fut = self.emb.submit_pooled(self.emb.lookup(inputs), rows_from)
+        inputs = self.timed("SFP", self.emb.bag_inputs, rows_from, by_src)
+        local = self.timed("SFP", self.emb.lookup, inputs)
+        fut = self.timed("fall2all", self.emb.submit_pooled, local, rows_from)
         self.stash[u] = (x, y, rows_from, inputs, fut)
 
     def train(self, t):
         """Dense forward/backward of t, alltoall 4 and the dense allreduce, then the updates."""
         x, y, rows_from, inputs, fut = self.stash.pop(t)
-        pooled = self.emb.assemble(fut).requires_grad_()
-        z = torch.cat([self.model.bottom(x), pooled], dim=1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(self.model.top(z).squeeze(1), y)
+        pooled = self.timed("fall2all", self.emb.assemble, fut).requires_grad_()
+        loss = self.timed("FP", self.forward, x, pooled, y)
         self.opt.zero_grad()
-        loss.backward()
-        gfut = self.emb.submit_grads(pooled.grad, rows_from)
+        self.timed("BP", loss.backward)
+        gfut = self.timed("ball2all", self.emb.submit_grads, pooled.grad, rows_from)
+        self.timed("allreduce", self.allreduce)
+        grad = self.timed("ball2all", self.emb.finish_grads, gfut)
+        self.timed("SBP", self.emb.sparse_step, inputs, grad, self.lr)
+        self.timed("opt", self.opt.step)
+        self.version += 1
+        return loss.detach()
+
+    def forward(self, x, pooled, y):
+        z = torch.cat([self.model.bottom(x), pooled], dim=1)
+        return torch.nn.functional.binary_cross_entropy_with_logits(self.model.top(z).squeeze(1), y)
+
+    def allreduce(self):
         handles = [dist.all_reduce(q.grad, async_op=True) for q in self.dense]
         for h in handles:
             h.wait()
         for q in self.dense:
             q.grad /= self.world
-        self.emb.sparse_step(inputs, self.emb.finish_grads(gfut), self.lr)
-        self.opt.step()
-        self.version += 1
-        return loss.detach()
 
     def step(self, t, steps):
         if t == 0:
@@ -182,6 +201,7 @@ def parse():
     p.add_argument("--schedule", choices=["plain", "seq", "pipe"], default="plain",
                    help="plain: step by step; seq/pipe: bounded staleness, sequential or pipelined (sidecar)")
     p.add_argument("--staleness", type=int, default=3, help="S of --schedule seq|pipe (0 to 3)")
+    p.add_argument("--sidecar-args", default="", help="more `hashsync serve` flags (--bind ADDR --no-unix)")
     p.add_argument("--dump", help="write every rank's parameters to DIR/rank<r>.npz at the end")
     p.add_argument("--plan", help="a `hashsync place` plan stream (tables t0..t7, placed whole)")
     p.add_argument("--check", action="store_true", help="compare the first step's lookups with one process's")
@@ -198,7 +218,7 @@ def transport(a, rank, world):
     if a.transport == "torch":
         return TorchAllToAll(world)
     if a.transport == "sidecar":
-        return SidecarAllToAll.start(rank, world, master)
+        return SidecarAllToAll.start(rank, world, master, args=a.sidecar_args.split())
     return AllToAll(rank, world, master, mode=a.mode)
 
 
@@ -259,6 +279,7 @@ def main():
                           "transport": a.transport, "schedule": a.schedule,
                           "staleness": a.staleness if sched else 0,
                           "max_staleness": sched.max_stale if sched else 0,
+                          "stage_ms": {k: round(1e3 * v / a.steps, 3) for k, v in sched.times.items()} if sched else None,
                           "samples_per_s": round(timed * BATCH * world / (t_end - t_warm), 1) if timed else None}),
               flush=True)
     dist.destroy_process_group()
