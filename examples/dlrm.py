@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """DLRM-style training with model-parallel embeddings through Sven's asynchronous alltoall
-(docs/sven.md): 8 embedding tables held whole by the ranks (round-robin, or a `hashsync place`
+(docs/sven.md): 8 embedding tables held by the ranks, whole or cut row-wise (round-robin, or a `hashsync place`
 plan), looked up with trainwire.embedding.ShardedEmbeddingBagCollection (alltoalls of lengths,
 indices, pooled lookups and their gradients through this rank's `hashsync alltoall`), a bottom MLP
 on 13 dense features and a top MLP, data parallel (gloo all_reduce of the dense gradients).
@@ -36,8 +36,7 @@ import torch
 import torch.distributed as dist
 
 from trainwire import wire
-from trainwire.embedding import (AllToAll, ShardedEmbeddingBagCollection, SidecarAllToAll, make_bag,
-                                 owners_from_plan)
+from trainwire.embedding import AllToAll, ShardedEmbeddingBagCollection, SidecarAllToAll, make_bag, shards_from_plan
 
 TABLES = [("t%d" % i, r, 16) for i, r in enumerate([4000, 1000, 8000, 500, 2000, 3000, 6000, 1500])]
 DENSE, BATCH, BAG = 13, 64, 4
@@ -84,7 +83,8 @@ def check(emb, lengths, indices, seed):
         off = np.concatenate([[0], np.cumsum(flat[sel])[:-1]])
         cols.append(bag(torch.from_numpy(idx), torch.from_numpy(off.astype(np.int64))).detach())
     want = torch.cat(cols, dim=1)
-    if not torch.equal(got, want):
+    cut = len(emb.shards) > len(TABLES)  # partial sums of row ranges: another order of additions
+    if not (torch.allclose(got, want, rtol=1e-6, atol=1e-6) if cut else torch.equal(got, want)):
         raise SystemExit("dlrm: --check: sharded lookups differ from the single-process ones by %g"
                          % (got - want).abs().max().item())
 
@@ -203,7 +203,7 @@ def parse():
     p.add_argument("--staleness", type=int, default=3, help="S of --schedule seq|pipe (0 to 3)")
     p.add_argument("--sidecar-args", default="", help="more `hashsync serve` flags (--bind ADDR --no-unix)")
     p.add_argument("--dump", help="write every rank's parameters to DIR/rank<r>.npz at the end")
-    p.add_argument("--plan", help="a `hashsync place` plan stream (tables t0..t7, placed whole)")
+    p.add_argument("--plan", help="a `hashsync place` plan stream (tables t0..t7, whole or cut row-wise)")
     p.add_argument("--check", action="store_true", help="compare the first step's lookups with one process's")
     a = p.parse_args()
     if not 0 <= a.staleness <= 3:
@@ -226,14 +226,14 @@ def main():
     a = parse()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    owner = None
+    shards = None
     if a.plan:
         with open(a.plan, "rb") as f:
             plan = next(fr for fr in wire.Reader(f) if fr["t"] == "plan")
-        owner = owners_from_plan(plan, [t[0] for t in TABLES])
+        shards = shards_from_plan(plan, TABLES)
     a2a = transport(a, rank, world)
-    torch.manual_seed(a.seed)
-    emb = ShardedEmbeddingBagCollection(TABLES, rank, world, a2a, owner=owner, seed=a.seed)
+    emb = ShardedEmbeddingBagCollection(TABLES, rank, world, a2a, seed=a.seed, shards=shards)
+    torch.manual_seed(a.seed)  # after the tables (whose sizes differ by rank): the same dense replicas
     model = DLRM(emb)
     dense = [p_ for n, p_ in model.named_parameters() if not n.startswith("emb.")]
     opt = torch.optim.SGD(model.parameters(), lr=a.lr)

@@ -72,6 +72,33 @@ class DLRMExample(unittest.TestCase):
         finally:
             os.unlink(path)
 
+    def test_row_wise_plan(self):
+        """A plan that cuts the hot table t2 into 4 row ranges: the sharded lookups equal one
+        process's (to rounding: partial sums), and training follows the whole-table run."""
+        need_torch()
+        tables = ",".join("t%d:%d:16:%d" % (i, r, r * (10 if i == 2 else 1))
+                          for i, r in enumerate([4000, 1000, 8000, 500, 2000, 3000, 6000, 1500]))
+        plan = subprocess.run([binary("hashsync"), "place", "--ranks", "4", "--table", tables],
+                              stdout=subprocess.PIPE, check=True).stdout
+        frame = next(f for f in W.Reader(io.BytesIO(plan)) if f["t"] == "plan")
+        self.assertEqual(sum(it["table"] == "t2" for it in frame["items"]), 4)
+        from trainwire.embedding import shards_from_plan
+        shards = shards_from_plan(frame, [("t%d" % i, r, 16) for i, r in enumerate([4000, 1000, 8000, 500, 2000, 3000, 6000, 1500])])
+        self.assertEqual([(lo, hi) for t, lo, hi, _ in shards if t == 2], [(0, 2000), (2000, 4000), (4000, 6000), (6000, 8000)])
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "tw-dlrm-rowplan-%d.tw" % os.getpid())
+        with open(path, "wb") as f:
+            f.write(plan)
+        try:
+            cut = dlrm("--steps", "8", "--check", "--plan", path)[-1]
+            whole = dlrm("--steps", "8", "--check")[-1]
+        finally:
+            os.unlink(path)
+        self.assertAlmostEqual(cut["first_loss"], whole["first_loss"], places=5)
+        self.assertAlmostEqual(cut["last_loss"], whole["last_loss"], places=4)
+        bad = dict(frame, items=[it for it in frame["items"] if not (it["table"] == "t2" and it["row_lo"] == 2000)])
+        with self.assertRaisesRegex(ValueError, "ranges of table 't2'"):
+            shards_from_plan(bad, [("t%d" % i, r, 16) for i, r in enumerate([4000, 1000, 8000, 500, 2000, 3000, 6000, 1500])])
+
     def test_row_split_plan_refused(self):
         need_torch()
         from trainwire.embedding import owners_from_plan
