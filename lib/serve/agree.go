@@ -13,10 +13,16 @@ import (
 type Verdict struct {
 	Step    int64
 	Tensors int
-	Bytes   int64
+	// Bytes is the tensors' size for a sync; AllToAllBytes for an
+	// alltoall (whose sizes differ from rank to rank).
+	Bytes int64
 	// Bad is why this rank refused its request ("" when it is fine).
 	Bad string
 }
+
+// AllToAllBytes is Verdict.Bytes of an alltoall request: a sync and an
+// alltoall in the same place of the sequence disagree.
+const AllToAllBytes = -1
 
 // Agreer makes every rank's sidecar agree on a collective request before
 // its tensors move: each rank refused nothing, and all ask for the same
@@ -60,6 +66,9 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) FailedRank() int { return e.Rank }
 
 func (v Verdict) String() string {
+	if v.Bytes == AllToAllBytes {
+		return fmt.Sprintf("step %d, an alltoall of %d tensors", v.Step, v.Tensors)
+	}
 	return fmt.Sprintf("step %d with %d tensors of %d bytes", v.Step, v.Tensors, v.Bytes)
 }
 

@@ -17,6 +17,10 @@ const (
 	OpAttach = "attach" // map the segment whose descriptor comes with the message
 	OpDetach = "detach" // unmap a segment
 	OpSync   = "sync"   // a collective over every rank's tensors
+	// OpAllToAll is an alltoall of rows: its tensors come in pairs, an i64
+	// "<name>.splits" of world split sizes then the rows "<name>"; the
+	// reply carries the split sizes and the rows received, inline.
+	OpAllToAll = "alltoall"
 )
 
 // Limits bound what one request may make the sidecar read or allocate.
@@ -254,9 +258,9 @@ func (d *decoder) check(seen map[string]bool) error {
 		if !seen["seg"] {
 			return fieldErr("seg", fmt.Errorf("missing (%s names a segment)", r.Op))
 		}
-	case OpSync:
+	case OpSync, OpAllToAll:
 	default:
-		return fieldErr("op", fmt.Errorf("%q: want ping, attach, detach or sync", r.Op))
+		return fieldErr("op", fmt.Errorf("%q: want ping, attach, detach, sync or alltoall", r.Op))
 	}
 	return nil
 }
@@ -430,7 +434,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	switch r.Op {
 	case OpAttach, OpDetach:
 		b = appendMapLen(b, 3)
-	case OpSync:
+	case OpSync, OpAllToAll:
 		b = appendMapLen(b, 5)
 	default:
 		b = appendMapLen(b, 2)
@@ -440,7 +444,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	switch r.Op {
 	case OpAttach, OpDetach:
 		return appendInt(appendStr(b, "seg"), r.Seg)
-	case OpSync:
+	case OpSync, OpAllToAll:
 	default:
 		return b
 	}

@@ -37,6 +37,20 @@ type InfoExecutor interface {
 	SyncInfo(ctx context.Context, req *Request, data [][]byte) (map[string]int64, error)
 }
 
+// AllToAllExecutor is an Executor that also answers alltoall requests.
+// Server refuses them (field op) for one that is not.
+type AllToAllExecutor interface {
+	Executor
+	// CheckAllToAll refuses an alltoall request this rank cannot run (its
+	// tensors' bytes are data), with a *RequestError naming the field,
+	// before the ranks agree to run it.
+	CheckAllToAll(req *Request, data [][]byte) error
+	// AllToAll runs it and returns the reply's data: for each pair of
+	// tensors, the split sizes received (i64) and the rows received, in
+	// rank order.
+	AllToAll(ctx context.Context, req *Request, data [][]byte) ([][]byte, error)
+}
+
 // Job is what the sidecar serves: a *mesh.Mesh.
 type Job interface {
 	Aborted() <-chan struct{}
@@ -412,11 +426,14 @@ func (ss *session) sync(ctx context.Context, req *Request, bad error) *Reply {
 		data, bad = ss.resolve(req)
 	}
 	if bad == nil {
-		bad = ss.Exec.Check(req)
+		bad = ss.check(req, data)
 	}
 	v := Verdict{Step: req.Step, Tensors: len(req.Tensors)}
 	for i := range req.Tensors {
 		v.Bytes += req.Tensors[i].Bytes()
+	}
+	if req.Op == OpAllToAll {
+		v.Bytes = AllToAllBytes
 	}
 	if bad != nil {
 		v.Bad = bad.Error()
@@ -434,6 +451,13 @@ func (ss *session) sync(ctx context.Context, req *Request, bad error) *Reply {
 	if ctx.Err() != nil { // Tolerant: the client left; run nothing more
 		err := context.Cause(ctx)
 		return failure(req.ID, codeOf(err), err)
+	}
+	if req.Op == OpAllToAll {
+		out, err := ss.Exec.(AllToAllExecutor).AllToAll(ctx, req, data)
+		if err != nil {
+			return failure(req.ID, codeOf(err), err)
+		}
+		return &Reply{ID: req.ID, OK: true, Rank: -1, Data: out}
 	}
 	var info map[string]int64
 	var err error
@@ -454,6 +478,19 @@ func (ss *session) sync(ctx context.Context, req *Request, bad error) *Reply {
 		}
 	}
 	return rep
+}
+
+// check is the executor's verdict on a request: Check for a sync,
+// CheckAllToAll for an alltoall (refused when the tool has none).
+func (ss *session) check(req *Request, data [][]byte) error {
+	if req.Op != OpAllToAll {
+		return ss.Exec.Check(req)
+	}
+	a, ok := ss.Exec.(AllToAllExecutor)
+	if !ok {
+		return &RequestError{ID: req.ID, Field: "op", Err: errors.New("alltoall: this sidecar answers sync requests only")}
+	}
+	return a.CheckAllToAll(req, data)
 }
 
 // resolve finds every tensor's bytes: a bounded range of its segment, or

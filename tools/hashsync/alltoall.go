@@ -232,11 +232,20 @@ func (r *a2aRunner) run(j *a2aJob, run int) (*wire.Dense, []int64, error) {
 
 // exchange moves the rows: the split sizes, then the rows.
 func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
-	n := r.comm.World()
 	alltoallv := r.comm.AllToAllVAsync
 	if r.cmd.Mode == "sync" {
 		alltoallv = r.comm.AllToAllVBytes
 	}
+	return exchangeRows(r.ctx, r.comm, alltoallv, j, int64(r.cmd.MaxPart))
+}
+
+// alltoallvFunc is Comm.AllToAllVAsync or Comm.AllToAllVBytes.
+type alltoallvFunc func(ctx context.Context, send []byte, sendCounts []int, recv []byte, recvCounts []int) error
+
+// exchangeRows runs j's two alltoallvs, the split sizes then the rows; a
+// rank announcing more than maxPart bytes aborts the job.
+func exchangeRows(ctx context.Context, comm *collective.Comm, alltoallv alltoallvFunc, j *a2aJob, maxPart int64) ([]int64, []byte, error) {
+	n := comm.World()
 	eights := make([]int, n)
 	for k := range eights {
 		eights[k] = 8
@@ -246,7 +255,7 @@ func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 		binary.LittleEndian.PutUint64(send[8*k:], uint64(s))
 	}
 	recv := make([]byte, 8*n)
-	if err := alltoallv(r.ctx, send, eights, recv, eights); err != nil {
+	if err := alltoallv(ctx, send, eights, recv, eights); err != nil {
 		return nil, nil, err
 	}
 	recvSplits := make([]int64, n)
@@ -254,9 +263,9 @@ func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 	total := 0
 	for k := range n {
 		s := int64(binary.LittleEndian.Uint64(recv[8*k:]))
-		if s < 0 || s > int64(r.cmd.MaxPart)/int64(max(j.rowBytes, 1)) {
-			err := fmt.Errorf("rank %d announced %d rows of %d bytes, over the bound of %d bytes (--max-part)", k, s, j.rowBytes, int64(r.cmd.MaxPart))
-			r.comm.Mesh().Abort(err)
+		if s < 0 || s > maxPart/int64(max(j.rowBytes, 1)) {
+			err := fmt.Errorf("rank %d announced %d rows of %d bytes, over the bound of %d bytes (--max-part)", k, s, j.rowBytes, maxPart)
+			comm.Mesh().Abort(err)
 			return nil, nil, err
 		}
 		recvSplits[k] = s
@@ -264,7 +273,7 @@ func (r *a2aRunner) exchange(j *a2aJob) ([]int64, []byte, error) {
 		total += recvCounts[k]
 	}
 	data := make([]byte, total)
-	if err := alltoallv(r.ctx, j.frame.Data, sendCounts, data, recvCounts); err != nil {
+	if err := alltoallv(ctx, j.frame.Data, sendCounts, data, recvCounts); err != nil {
 		return nil, nil, err
 	}
 	return recvSplits, data, nil

@@ -22,6 +22,9 @@ type PlaceCmd struct {
 	cli.WireFlags
 	Table      []string       `help:"A table: NAME:ROWS:DIM[:LOAD] (LOAD: lookups per sample, or any count; default 1). Repeat, or separate with commas." sep:","`
 	Indices    []string       `help:"Index streams to measure tables and access counts from: sparse frames, one per table and step (e.g. hashsync gen); each listed row counts one lookup." type:"path"`
+	Model      []string       `help:"Model streams (profiler model): every gradient whose name matches --model-match is an embedding table of --model-dim columns (rows: numel / dim; element bytes: bytes / numel; load 1); the table is named after the gradient, without its .weight." type:"path"`
+	ModelMatch string         `help:"Regular expression picking the embedding tables among a model frame's gradients." default:"^emb|[._]emb"`
+	ModelDim   int64          `help:"Columns of the tables read from --model (their embedding dimension)."`
 	Check      string         `help:"Check this plan stream instead of planning: every table on a rank, every row exactly once, every rank within its capacity." type:"path"`
 	Ranks      int            `help:"Ranks to place on." env:"TRAINWIRE_WORLD"`
 	Capacity   cli.ByteSize   `help:"Bytes of embedding memory per rank." default:"16GiB"`
@@ -107,6 +110,13 @@ func (c *PlaceCmd) tables(rio *cli.IO) ([]place.Table, error) {
 		}
 		out = append(out, t)
 	}
+	if len(c.Model) > 0 {
+		ts, err := c.modelTables(rio)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
 	if len(c.Indices) > 0 {
 		m := &measurer{elemBytes: c.ElemBytes, byName: map[string]int{}}
 		if err := cli.EachFrame(c.Indices, rio.Stdin, c.Limits(), false, m.frame); err != nil {
@@ -115,7 +125,7 @@ func (c *PlaceCmd) tables(rio *cli.IO) ([]place.Table, error) {
 		out = append(out, m.tables...)
 	}
 	if len(out) == 0 {
-		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("place: no tables: give --table or --indices"))
+		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("place: no tables: give --table, --model or --indices"))
 	}
 	return out, nil
 }

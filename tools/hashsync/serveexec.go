@@ -12,14 +12,15 @@ import (
 	"trainwire.dev/tools/hashsync/internal/scheme"
 )
 
-// executor runs `hashsync serve`'s sync requests: every tensor summed over
-// the ranks, in place.
+// executor runs `hashsync serve`'s sync requests (every tensor summed over
+// the ranks, in place) and alltoall requests (servea2a.go).
 type executor struct {
 	comm     *collective.Comm
 	syncer   *scheme.Syncer // nil for the dense scheme
 	scheme   string
 	rowWidth int
 	world    int
+	maxPart  int64 // the most bytes of rows a peer may announce in an alltoall
 }
 
 // Check refuses what hashsync cannot sum: not f32, misaligned, too many rows.

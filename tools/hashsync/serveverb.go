@@ -51,6 +51,7 @@ func (c *ServeCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
+	ex.maxPart = int64(c.Serve.Limits().MaxMessage)
 	srv := &serve.Server{Exec: ex, Job: m, Rank: m.Rank(), Log: rio.Log, Limits: c.Serve.Limits()}
 	if m.World() > 1 {
 		srv.Agree = serve.MeshAgreer{Comm: collective.New(m, collective.Options{})}
