@@ -86,6 +86,17 @@ def init(args):
     return dist.get_rank(), dist.get_world_size()
 
 
+def finish():
+    """Leaves torch.distributed in order once every rank is done: a barrier, so that no rank tears
+    its gloo connections down while another still uses them, then destroy_process_group. Without
+    it, Debian's torch 1.13 can abort a rank at interpreter exit after the training succeeded
+    ("terminate called without an active exception", SIGABRT, exit -6): `make demo` failed on
+    that once in its profiling stage (2026-11-28)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 class Sync:
     """The model wrapped for --sync, and whatever must be closed at the end."""
 

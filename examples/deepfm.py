@@ -97,6 +97,7 @@ def main():
         m.summary({"rows": args.rows, "batch": args.batch})
     finally:
         sync.close()
+    common.finish()
 
 
 if __name__ == "__main__":

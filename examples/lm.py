@@ -91,6 +91,7 @@ def main():
         m.summary({"parameters": params, "uniform_loss": math.log(args.vocab)})
     finally:
         sync.close()
+    common.finish()
 
 
 if __name__ == "__main__":
