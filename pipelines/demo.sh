@@ -127,7 +127,12 @@ done
 : > "$OUT/logs/train-crash.log"
 (
   for _ in $(seq 6000); do grep -q "crashing on purpose" "$OUT/logs/train-crash.log" && break; sleep 0.1; done
-  kill -9 "$(sed -n 2p "$agent_pids")" 2> /dev/null || true
+  old=$(sed -n 2p "$agent_pids")
+  kill -9 "$old" 2> /dev/null || true
+  # SIGKILL is asynchronous: the replacement binds the same peer port, so wait (10 s at most)
+  # until the killed agent is gone with its listening socket ("address already in use" once,
+  # on a loaded machine).
+  for _ in $(seq 200); do kill -0 "$old" 2> /dev/null || break; sleep 0.05; done
   rm -f "$ckdir/agent-1.sock"
   start_agent 1 -replacement
 ) &
