@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,8 +88,18 @@ type verdict struct {
 }
 
 // errorFor turns the verdict into the error an operation returns.
+// A reason that crossed the control wire is text; one that begins with
+// ErrDesync's or ErrAuth's words (they are rendered "%w: …") keeps that
+// sentinel in the chain, so errors.Is works on every rank, not only on
+// the one that saw the failure.
 func (v *verdict) errorFor(op string, peer int) *PeerError {
-	return &PeerError{Rank: v.Rank, Op: op, Err: errors.New(v.Reason), Peer: peer, ReportedBy: v.Reporter}
+	var cause error = errors.New(v.Reason)
+	for _, s := range []error{ErrDesync, ErrAuth} {
+		if strings.HasPrefix(v.Reason, s.Error()+":") {
+			cause = &causeError{msg: v.Reason, cause: s}
+		}
+	}
+	return &PeerError{Rank: v.Rank, Op: op, Err: cause, Peer: peer, ReportedBy: v.Reporter}
 }
 
 // causeError is a described network error that keeps the original in its
