@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from trainwire import wire
 from trainwire.embedding import AllToAll, ShardedEmbeddingBagCollection, SidecarAllToAll, make_bag, shards_from_plan
+from trainwire.pipeline import Pipeline, StageTimer
 
 TABLES = [("t%d" % i, r, 16) for i, r in enumerate([4000, 1000, 8000, 500, 2000, 3000, 6000, 1500])]
 DENSE, BATCH, BAG = 13, 64, 4
@@ -109,42 +110,31 @@ class TorchAllToAll:
         pass
 
 
-STAGES = ("all2all", "SFP", "fall2all", "FP", "BP", "allreduce", "opt", "ball2all", "SBP")
-
-
 class Staleness:
-    """Training under Sven's schedule (docs/sven.md, the four-stage pipeline): mini-batch u's
-    lookups read the tables after max(0, u - S) updates. Each mini-batch's state between its lookup
-    and its update is stashed (the chapter's queues); at most S+1 are in flight."""
+    """The stages of a DLRM step under Sven's schedule, run by trainwire.pipeline.Pipeline: mini-batch
+    u's lookups read the tables after max(0, u - S) updates. Each mini-batch's state between its
+    lookup and its update is stashed (the chapter's queues); at most S+1 are in flight."""
 
-    def __init__(self, model, emb, dense, world, data, lr, s, pipelined):
-        self.model, self.emb, self.dense, self.world, self.data, self.lr, self.s = model, emb, dense, world, data, lr, s
+    def __init__(self, model, emb, dense, world, data, lr, s, pipelined, steps):
+        self.model, self.emb, self.dense, self.world, self.data, self.lr = model, emb, dense, world, data, lr
         emb.wait_each = not pipelined
         self.opt = torch.optim.SGD(dense, lr=lr)
-        self.version, self.max_stale, self.red, self.stash = 0, 0, {}, {}
-        self.times = {k: 0.0 for k in STAGES}
+        self.red, self.stash = {}, {}
+        self.clock = StageTimer()
+        self.timed = self.clock.timed
+        self.pipe = Pipeline(self.prepare, self.train, steps, s)
+        self.steps = steps
 
-    def timed(self, stage, f, *args):
-        """f(*args), its seconds added to stage (under seq, an alltoall's includes its wait)."""
-        t0 = time.perf_counter()
-        r = f(*args)
-        self.times[stage] += time.perf_counter() - t0
-        return r
-
-    def prepare(self, u, steps):
+    def prepare(self, u):
         """Sparse forward of u: its redistribution's result, the next one submitted, the lookups
         against the current tables, and alltoall 3 submitted."""
         x, lengths, indices, y = self.data(u)
         if u == 0:
             self.red[0] = self.timed("all2all", self.emb.submit_redistribute, lengths, indices)
         rows_from, by_src = self.timed("all2all", self.emb.finish_redistribute, self.red.pop(u))
-        if u + 1 < steps:
+        if u + 1 < self.steps:
             _, l1, i1, _ = self.data(u + 1)
             self.red[u + 1] = self.timed("all2all", self.emb.submit_redistribute, l1, i1)
-        stale = u - self.version
-        if stale > self.s or stale < 0:
-            raise RuntimeError("dlrm: mini-batch %d reads version %d: staleness over %d" % (u, self.version, self.s))
-        self.max_stale = max(self.max_stale, stale)
         inputs = self.timed("SFP", self.emb.bag_inputs, rows_from, by_src)
         local = self.timed("SFP", self.emb.lookup, inputs)
         fut = self.timed("fall2all", self.emb.submit_pooled, local, rows_from)
@@ -162,7 +152,6 @@ class Staleness:
         grad = self.timed("ball2all", self.emb.finish_grads, gfut)
         self.timed("SBP", self.emb.sparse_step, inputs, grad, self.lr)
         self.timed("opt", self.opt.step)
-        self.version += 1
         return loss.detach()
 
     def forward(self, x, pooled, y):
@@ -176,13 +165,6 @@ class Staleness:
         for q in self.dense:
             q.grad /= self.world
 
-    def step(self, t, steps):
-        if t == 0:
-            for u in range(min(self.s, steps)):
-                self.prepare(u, steps)
-        if t + self.s < steps:
-            self.prepare(t + self.s, steps)
-        return self.train(t)
 
 
 def dump(model, rank, where):
@@ -240,7 +222,8 @@ def main():
     teacher = np.random.default_rng(42).standard_normal(DENSE + 1).astype(np.float32)
     sched = None
     if a.schedule != "plain":
-        sched = Staleness(model, emb, dense, world, lambda u: batch(u, rank, teacher), a.lr, a.staleness, a.schedule == "pipe")
+        sched = Staleness(model, emb, dense, world, lambda u: batch(u, rank, teacher), a.lr, a.staleness,
+                          a.schedule == "pipe", a.steps)
     first = last = None
     t_start = time.time()
     t_warm = None
@@ -249,7 +232,7 @@ def main():
         if step == 1:
             t_warm = t0
         if sched is not None:
-            lt = sched.step(step, a.steps)
+            lt = sched.pipe.step(step)
         else:
             x, lengths, indices, y = batch(step, rank, teacher)
             if a.check and step == 0:
@@ -278,8 +261,8 @@ def main():
                           "seconds": round(t_end - t_start, 3), "world": world, "mode": a.mode,
                           "transport": a.transport, "schedule": a.schedule,
                           "staleness": a.staleness if sched else 0,
-                          "max_staleness": sched.max_stale if sched else 0,
-                          "stage_ms": {k: round(1e3 * v / a.steps, 3) for k, v in sched.times.items()} if sched else None,
+                          "max_staleness": sched.pipe.max_staleness if sched else 0,
+                          "stage_ms": {k: round(v, 3) for k, v in sched.clock.per_step_ms(a.steps).items()} if sched else None,
                           "samples_per_s": round(timed * BATCH * world / (t_end - t_warm), 1) if timed else None}),
               flush=True)
     dist.destroy_process_group()

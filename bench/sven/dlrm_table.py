@@ -3,14 +3,15 @@
 rounds; for the sequential run's stage times (medians per stage), Eq. 6.1 and Eq. 6.2 per step
 (docs/sven.md), against the measured step times of seq and pipe.
 
-usage: dlrm_table.py RESULTS.jsonl"""
+usage: PYTHONPATH=clients/python dlrm_table.py RESULTS.jsonl"""
 
 import json
 import statistics
 import sys
 
+from trainwire.pipeline import STAGES, pipelined, sequential
+
 BATCH = 64
-EQ61 = ("all2all", "SFP", "fall2all", "FP", "BP", "allreduce", "opt", "ball2all", "SBP")
 
 
 def main():
@@ -31,12 +32,10 @@ def main():
                                                          statistics.median(r["last_loss"] for r in rs), len(rs)))
     if "seq" not in by:
         return
-    st = {k: statistics.median(r["stage_ms"][k] for r in by["seq"]) for k in EQ61}
+    st = {k: statistics.median(r["stage_ms"][k] for r in by["seq"]) for k in STAGES}
     print()
     print("stage ms (seq, rank 0): " + ", ".join("%s %.2f" % (k, v) for k, v in st.items()))
-    eq61 = sum(st.values())
-    eq62 = (max(st["SFP"] + st["FP"], st["fall2all"]) + max(st["BP"], st["ball2all"])
-            + max(st["allreduce"], st["SBP"]) + st["opt"])
+    eq61, eq62 = sequential(st), pipelined(st)
     print()
     print("| | predicted ms | measured ms | measured / predicted |")
     print("|---|---|---|---|")
