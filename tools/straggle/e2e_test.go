@@ -387,7 +387,7 @@ func TestGroupsAgree(t *testing.T) {
 
 // TestRNAHierarchical: ranks 0 and 1 are 8× slower; rna-h profiles,
 // splits the workers into {2,3} and {0,1}, runs RNA inside each group
-// (rings of 2) and averages the groups' models; replicas agree inside a
+// (rings of 2) and joins them through the parameter server; replicas agree inside a
 // group.
 func TestRNAHierarchical(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -24,8 +24,8 @@ import (
 // SyncFlags are the flags sync and controller share: every rank of a run
 // must give the same values.
 type SyncFlags struct {
-	Mode     string `help:"rna: RNA (probes, non-blocking global ring with null gradients); rna-h: RNA inside fast/slow groups with periodic model averaging (toy only); groups: random-group partial allreduce from the shared seed; allreduce: blocking ring allreduce (lib/collective)." enum:"rna,rna-h,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
-	PSPeriod int    `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which averages the groups' newest models, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
+	Mode     string `help:"rna: RNA (probes, non-blocking global ring with null gradients); rna-h: RNA inside fast/slow groups joined by an asynchronous parameter server (toy only); groups: random-group partial allreduce from the shared seed; allreduce: blocking ring allreduce (lib/collective)." enum:"rna,rna-h,groups,allreduce" default:"rna" env:"TRAINWIRE_STRAGGLE_MODE"`
+	PSPeriod int    `name:"ps-period" help:"rna-h: a group pushes its model to the parameter server (the controller), which adds the group's progress to the global model and hands it back, every this many of its rounds." default:"10" env:"TRAINWIRE_STRAGGLE_PS_PERIOD"`
 	Profile  int    `help:"rna-h: iterations each worker times before the groups are formed." default:"5" env:"TRAINWIRE_STRAGGLE_PROFILE"`
 	RNAFlags
 	Rounds     int     `help:"Stop after this many rounds (0: when every rank's input has ended, or at --target-loss)." default:"0" env:"TRAINWIRE_STRAGGLE_ROUNDS"`
@@ -136,7 +136,7 @@ func (c *SyncCmd) check(controllerOnly bool) error {
 	case c.Toy == "" && !controllerOnly && c.Tensors < 0:
 		return fmt.Errorf("sync: --tensors must be at least 0")
 	case c.Mode == engine.ModeRNAH && c.Toy == "" && !controllerOnly:
-		return fmt.Errorf("sync: --mode rna-h averages the groups' models, which only the built-in trainer (--toy) holds; use --mode rna with a gradient stream")
+		return fmt.Errorf("sync: --mode rna-h exchanges the groups' models with a parameter server, and only the built-in trainer (--toy) holds one; use --mode rna with a gradient stream")
 	case c.Mode == engine.ModeRNAH && (c.PSPeriod < 1 || c.Profile < 1):
 		return fmt.Errorf("sync: --ps-period and --profile must be at least 1")
 	case c.Mode == engine.ModeGroups && c.Rounds == 0:

@@ -157,7 +157,7 @@ def straggle_hook(model, mode="rna", scale="world", rounds=None, group_size=2, s
     Replicas in different groups drift apart, and a slow rank holds back its group. Needs
     `rounds`: every rank makes exactly that many steps (one more fails: the run is over).
     mode "allreduce": blocking, every rank in every round (the baseline).
-    "rna-h" is `straggle sync`'s only (its parameter server averages the groups' models, which
+    "rna-h" is `straggle sync`'s only (its parameter server exchanges the groups' models, which
     the sidecar does not hold) and is refused here.
 
     `model`: the DDP module (or its module); its trainable parameters, in order, fix the
@@ -166,7 +166,7 @@ def straggle_hook(model, mode="rna", scale="world", rounds=None, group_size=2, s
     (e.g. ["--eta", "2"]); injection flags and TRAINWIRE_STRAGGLE_* in the environment apply."""
     if mode in _SYNC_ONLY:
         raise ValueError("trainwire: straggle_hook: mode %r runs in `straggle sync` only (its "
-                         "parameter server averages the groups' models, which a sidecar does not "
+                         "parameter server exchanges the groups' models, which a sidecar does not "
                          "hold); straggle serve runs %s" % (mode, ", ".join(MODES)))
     if (mode == "groups") != (rounds is not None):
         raise ValueError("trainwire: straggle_hook: rounds= is for mode 'groups', which needs it "

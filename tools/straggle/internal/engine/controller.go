@@ -25,7 +25,8 @@ type round struct {
 	failed      bool
 	initiator   int
 	probes      []int
-	push        bool
+	push        bool // rna-h: the initiator pushes the group's model after the round
+	base        bool // rna-h: the group's first round: the initiator pushes the model it starts from
 	started     time.Time
 }
 
@@ -78,8 +79,8 @@ func Partition(ranks []int, t map[int]float64) [][]int {
 // ACK per round wins and later ones are expired, dead workers leave the
 // ring and a failed round is retried under a new epoch. In rna-h it first
 // gathers every worker's profiled iteration time, splits the workers into
-// groups, and then acts as the parameter server that averages the groups'
-// models every PSPeriod rounds of a group.
+// groups, and then acts as the parameter server (ps.go) the groups push their
+// models to every PSPeriod rounds of a group.
 func (e *Engine) controller(takeover bool) {
 	c := e.newCtrl()
 	if takeover && !c.takeover() {
@@ -100,7 +101,7 @@ type ctrl struct {
 	hier      bool            // rna-h
 	regrouped bool            // rna-h: groups formed (always true in rna)
 	profile   map[int]float64 // rna-h: each worker's profiled iteration time
-	latest    map[int][]byte  // rna-h: each group's last pushed model, by group index
+	ps        *paramServer    // rna-h
 	counter   uint64          // the last round id handed out
 	epoch     uint32
 	total     int // rounds completed, every group together
@@ -115,7 +116,7 @@ type ctrl struct {
 func (e *Engine) newCtrl() *ctrl {
 	c := &ctrl{e: e, log: e.log.With("role", "controller"), rng: rand.New(rand.NewPCG(e.cfg.Seed, 0x5eed)),
 		dead: map[int]bool{}, ended: map[int]bool{}, hier: e.cfg.Hier, regrouped: !e.cfg.Hier,
-		profile: map[int]float64{}, latest: map[int][]byte{}}
+		profile: map[int]float64{}, ps: newParamServer()}
 	c.groups = []*group{{members: slices.Clone(e.cfg.Workers), initiator: -1, lastLoss: math.NaN()}}
 	// No wait of the controller is unbounded. A probe nobody answers
 	// expires after --probe-timeout, or after the mesh timeout when that
@@ -185,12 +186,15 @@ func (c *ctrl) startProbing(g *group) {
 
 // activate starts round r of g under the current epoch on its live
 // members.
-func (c *ctrl) activate(g *group, r uint64, init int, probes []int, push bool) {
+func (c *ctrl) activate(g *group, r uint64, init int, probes []int, push, base bool) {
 	members := c.liveOf(g.members)
-	g.cur = &round{r: r, epoch: c.epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push, started: time.Now()}
+	g.cur = &round{r: r, epoch: c.epoch, outstanding: map[int]bool{}, initiator: init, probes: probes, push: push, base: base, started: time.Now()}
 	msg := Msg{Kind: KindActivate, Round: r, Epoch: c.epoch, Rank: int32(init), Data: g.setParams}
 	if push {
-		msg.Step = 1
+		msg.Step |= StepPush
+	}
+	if base {
+		msg.Step |= StepPushBase
 	}
 	for _, m := range members {
 		g.cur.outstanding[m] = true
@@ -243,16 +247,27 @@ func (c *ctrl) handle(msg Msg) {
 	}
 }
 
-// onPush is the parameter server: keep each group's newest model, send the
-// group the average of every group's newest.
+// onPush hands a group's push to the parameter server: a base push
+// records the model the group starts from; a regular one adds the group's
+// progress and gives the group the global model to load next round.
 func (c *ctrl) onPush(g *group, msg Msg) {
 	gi := slices.Index(c.groups, g)
 	if gi < 0 || len(msg.Data) == 0 {
 		return
 	}
-	c.latest[gi] = slices.Clone(msg.Data)
-	g.setParams = averageModels(c.latest)
-	c.log.Debug("straggle: model averaged", "group", gi, "groups_in_average", len(c.latest))
+	if msg.Step&StepPushBase != 0 {
+		if err := c.ps.start(gi, msg.Data); err != nil {
+			c.log.Warn("straggle: base push ignored", "group", gi, "from", msg.From, "err", err)
+		}
+		return
+	}
+	p, err := c.ps.push(gi, msg.Data)
+	if err != nil {
+		c.log.Warn("straggle: push ignored", "group", gi, "from", msg.From, "err", err)
+		return
+	}
+	g.setParams = p
+	c.log.Debug("straggle: group's progress added to the global model", "group", gi)
 }
 
 // onDead takes dead worker r out of its group's round and probes.
@@ -332,7 +347,7 @@ func (c *ctrl) takeover() bool {
 		// before maxR are done, and --rounds still ends the run at the
 		// same round id.
 		c.total = int(maxR) - 1
-		c.activate(c.groups[0], maxR, c.e.rank, nil, false)
+		c.activate(c.groups[0], maxR, c.e.rank, nil, false, false)
 	}
 	c.log.Warn("straggle: controller took over", "round", maxR, "epoch", c.epoch)
 	return true
@@ -434,7 +449,7 @@ func (c *ctrl) progress(g *group) bool {
 		if g.cur != nil && g.cur.failed {
 			c.epoch++
 			c.log.Info("straggle: retrying round", "round", g.cur.r, "epoch", c.epoch, "live", c.liveOf(g.members))
-			c.activate(g, g.cur.r, g.cur.initiator, g.cur.probes, g.cur.push)
+			c.activate(g, g.cur.r, g.cur.initiator, g.cur.probes, g.cur.push, g.cur.base)
 			continue
 		}
 		if g.cur != nil && len(g.cur.outstanding) == 0 {
@@ -454,8 +469,8 @@ func (c *ctrl) progress(g *group) bool {
 		// has been profiled.
 		holding := !c.regrouped && len(c.profile) >= len(c.liveOf(c.e.cfg.Workers))
 		if g.cur == nil && g.initiator >= 0 && !holding {
-			push := c.hier && c.regrouped && c.e.cfg.PSPeriod > 0 && len(c.groups) > 1 && (g.completed+1)%c.e.cfg.PSPeriod == 0
-			c.activate(g, g.next, g.initiator, g.probed, push)
+			ps := c.hier && c.regrouped && c.e.cfg.PSPeriod > 0 && len(c.groups) > 1
+			c.activate(g, g.next, g.initiator, g.probed, ps && (g.completed+1)%c.e.cfg.PSPeriod == 0, ps && g.completed == 0)
 			g.setParams = nil
 			c.startProbing(g)
 			continue
@@ -499,30 +514,6 @@ func (c *ctrl) onTick(g *group) {
 			"not_done", keys(g.cur.outstanding), "limit", c.roundLimit(g))
 		g.cur.failed = true
 	}
-}
-
-// averageModels is the element-wise mean of little-endian float32 models.
-func averageModels(ms map[int][]byte) []byte {
-	var n int
-	var sum []float64
-	for _, b := range ms {
-		if sum == nil {
-			sum = make([]float64, len(b)/4)
-		}
-		if len(b)/4 != len(sum) {
-			continue
-		}
-		n++
-		for i := range sum {
-			sum[i] += float64(math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24))
-		}
-	}
-	out := make([]byte, 4*len(sum))
-	for i, s := range sum {
-		u := math.Float32bits(float32(s / float64(n)))
-		out[4*i], out[4*i+1], out[4*i+2], out[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-	}
-	return out
 }
 
 func keys(m map[int]bool) []int {

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"trainwire.dev/lib/tensor"
 )
 
@@ -66,14 +68,42 @@ func TestGroupsDisjointAndShared(t *testing.T) {
 	}
 }
 
-// TestAverageModels: the parameter server's average is the element-wise
-// mean of the groups' newest models.
-func TestAverageModels(t *testing.T) {
-	a := tensor.Bytes([]float32{1, 2, 3})
-	b := tensor.Bytes([]float32{3, 4, -3})
-	got := averageModels(map[int][]byte{0: a, 1: b})
-	want := tensor.Bytes([]float32{2, 3, 0})
-	if string(got) != string(want) {
-		t.Fatalf("average %v, want %v", got, want)
-	}
+// TestParamServer: the global model starts where the groups start and
+// gains each group's progress since the model it last loaded; a fast
+// group pushing often is not pulled back toward a slow group's older
+// model (an average of the groups' newest would halve its progress).
+func TestParamServer(t *testing.T) {
+	ps := newParamServer()
+	x0 := tensor.Bytes([]float32{8, 8})
+	require.NoError(t, ps.start(0, x0))
+	require.NoError(t, ps.start(1, x0))
+	// The fast group (0) moves from 8 to 6, then to 4 from what it loaded.
+	got, err := ps.push(0, tensor.Bytes([]float32{6, 6}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{6, 6}, tensor.Float32sOrCopy(got))
+	got, err = ps.push(0, tensor.Bytes([]float32{4, 5}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{4, 5}, tensor.Float32sOrCopy(got))
+	// The slow group (1) moved from 8 to 7 meanwhile: its step is added.
+	got, err = ps.push(1, tensor.Bytes([]float32{7, 9}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{3, 6}, tensor.Float32sOrCopy(got))
+	// The fast group's next push counts from what it loaded (4, 5), not
+	// from the server's newest (3, 6).
+	got, err = ps.push(0, tensor.Bytes([]float32{3, 4}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{2, 5}, tensor.Float32sOrCopy(got))
+	// Bad pushes are refused and change nothing.
+	_, err = ps.push(0, tensor.Bytes([]float32{1, 2, 3}))
+	require.ErrorContains(t, err, "3 parameters, the server holds 2")
+	_, err = ps.push(0, []byte{1, 2, 3})
+	require.ErrorContains(t, err, "not float32s")
+	got, err = ps.push(1, tensor.Bytes([]float32{3, 6}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{2, 5}, tensor.Float32sOrCopy(got))
+	// A group with no base push (after a takeover) starts from its push.
+	ps = newParamServer()
+	got, err = ps.push(3, tensor.Bytes([]float32{1, 1}))
+	require.NoError(t, err)
+	require.Equal(t, []float32{1, 1}, tensor.Float32sOrCopy(got))
 }

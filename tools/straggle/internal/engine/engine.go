@@ -58,7 +58,7 @@ type Config struct {
 	SetParams func([]float32)
 }
 
-// ModeRNAH is RNA inside groups with periodic model averaging; it runs
+// ModeRNAH is RNA inside groups joined by a parameter server; it runs
 // as ModeRNA with Config.Hier set.
 const ModeRNAH = "rna-h"
 
@@ -579,6 +579,10 @@ func (e *Engine) executor(exec <-chan *activation) error {
 			if res.Contributed {
 				e.Contribs++
 			}
+			pushing := int(msg.Rank) == e.rank && e.cfg.Params != nil
+			if msg.Step&StepPushBase != 0 && pushing {
+				e.sendCtrl(Msg{Kind: KindPush, Round: msg.Round, Step: StepPushBase, Data: tensor.Bytes(e.cfg.Params())})
+			}
 			if len(msg.Data) > 0 && e.cfg.SetParams != nil {
 				// The averaged model from the parameter server, loaded
 				// by every member at the same round.
@@ -593,8 +597,8 @@ func (e *Engine) executor(exec <-chan *activation) error {
 			}
 			e.applied.Store(msg.Round)
 			e.t.gc(msg.Round)
-			if msg.Step == 1 && int(msg.Rank) == e.rank && e.cfg.Params != nil {
-				e.sendCtrl(Msg{Kind: KindPush, Round: msg.Round, Data: tensor.Bytes(e.cfg.Params())})
+			if msg.Step&StepPush != 0 && pushing {
+				e.sendCtrl(Msg{Kind: KindPush, Round: msg.Round, Step: StepPush, Data: tensor.Bytes(e.cfg.Params())})
 			}
 		}
 		e.sendCtrl(Msg{Kind: KindDone, Round: msg.Round, Epoch: msg.Epoch, Weight: float64(w), Loss: loss})

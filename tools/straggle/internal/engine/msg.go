@@ -45,7 +45,7 @@ type Msg struct {
 	From    int // set by the receiver: the rank it came from
 	Round   uint64
 	Epoch   uint32
-	Step    uint32
+	Step    uint32  // Data: the ring step; Activate and Push: the StepPush bits
 	Rank    int32   // initiator (Activate), or a rank the message is about
 	Weight  float64 // Σw (Done), ended flag (State: 1)
 	Loss    float64 // trainer's loss after the round (Done), NaN if unknown
@@ -53,6 +53,16 @@ type Msg struct {
 	Probes  []int32 // Activate: the round's probe set
 	Data    []byte  // Data: the chunk; Activate: parameters to load first (rna-h); Push: parameters (little-endian float32)
 }
+
+// Bits of an Activate's Step (rna-h), echoed in the initiator's Push.
+const (
+	// StepPush: the initiator pushes the group's model after applying
+	// the round (every --ps-period rounds of a group).
+	StepPush uint32 = 1
+	// StepPushBase: the group's first round: the initiator pushes the
+	// model the group starts from before applying it.
+	StepPushBase uint32 = 2
+)
 
 // fixed is the size of the fixed part of an encoded message.
 const fixed = 8 + 4 + 4 + 4 + 8 + 8 + 2 + 2
