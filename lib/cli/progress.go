@@ -114,3 +114,18 @@ func InputSize(files []string) int64 {
 	}
 	return n
 }
+
+// ReaderSize is the bytes of r when it is a regular file (stdin
+// redirected from one), for a progress bar's total; 0 (unknown) for a
+// pipe, a terminal or anything else.
+func ReaderSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return 0
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
+}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -21,22 +22,39 @@ import (
 func TestProgressBarOnlyOnTerminal(t *testing.T) {
 	_, self, _, _ := runtime.Caller(0)
 	traces := filepath.Join(filepath.Dir(self), "..", "..", "tools", "profiler", "testdata", "ddp-gloo-4")
+	// A multi-step sync reads a stream of 3 steps from a file.
+	grads := filepath.Join(t.TempDir(), "grads.tw")
+	gf, err := os.Create(grads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := exec.Command(clitest.Binary(t, "hashsync"), "gen", "--preset", "deepfm", "--steps", "3")
+	var generr bytes.Buffer
+	gen.Stdout, gen.Stderr = gf, &generr
+	if err := gen.Run(); err != nil {
+		t.Fatalf("gen: %v: %s", err, generr.String())
+	}
+	gf.Close()
 	cases := []struct {
+		name  string
 		tool  string
 		args  []string
+		stdin string
 		label string
 	}{
-		{"hashsync", []string{"gen", "--preset", "deepfm", "--steps", "3"}, "gen"},
-		{"profiler", []string{"summary", traces}, "read"},
+		{"gen", "hashsync", []string{"gen", "--preset", "deepfm", "--steps", "3"}, "", "gen"},
+		{"sync", "hashsync", []string{"sync", "--rank", "0", "--world", "1"}, grads, "sync"},
+		{"summary", "profiler", []string{"summary", traces}, "", "read"},
 	}
 	for _, c := range cases {
 		bin := clitest.Binary(t, c.tool)
-		t.Run(c.tool, func(t *testing.T) {
-			onTTY := runOnPTY(t, bin, c.args)
+		t.Run(c.name, func(t *testing.T) {
+			onTTY := runOnPTY(t, bin, c.args, c.stdin)
 			if !strings.Contains(onTTY, c.label) || !strings.Contains(onTTY, "100%") {
 				t.Errorf("%s %v on a terminal: no bar in %q", c.tool, c.args, onTTY)
 			}
 			cmd := exec.Command(bin, c.args...)
+			cmd.Stdin = open(t, c.stdin)
 			var errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = io.Discard, &errb
 			if err := cmd.Run(); err != nil {
@@ -51,7 +69,7 @@ func TestProgressBarOnlyOnTerminal(t *testing.T) {
 
 // runOnPTY runs bin with stderr on a pseudo-terminal and returns what it
 // drew there.
-func runOnPTY(t *testing.T, bin string, args []string) string {
+func runOnPTY(t *testing.T, bin string, args []string, stdin string) string {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -59,6 +77,7 @@ func runOnPTY(t *testing.T, bin string, args []string) string {
 	}
 	defer ptmx.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Stdin = open(t, stdin)
 	cmd.Stdout, cmd.Stderr = io.Discard, tty
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,4 +98,18 @@ func runOnPTY(t *testing.T, bin string, args []string) string {
 		t.Fatal("reading the terminal hung")
 	}
 	return ""
+}
+
+// open opens the file a case reads on stdin (nil, /dev/null, for none).
+func open(t *testing.T, path string) *os.File {
+	t.Helper()
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -156,6 +156,7 @@ type syncRun struct {
 	bufs     map[string]*denseBuf
 	syncTime time.Duration
 	n        int
+	bar      *cli.Progress // input bytes read, on a terminal
 }
 
 func (c *SyncCmd) newSyncRun(ctx context.Context, rio *cli.IO, m *mesh.Mesh, s *scheme.Syncer, statsW *wire.Writer) *syncRun {
@@ -165,7 +166,7 @@ func (c *SyncCmd) newSyncRun(ctx context.Context, rio *cli.IO, m *mesh.Mesh, s *
 	}
 	return &syncRun{c: c, ctx: ctx, rio: rio, m: m, s: s, rank: m.Rank(), statsW: statsW,
 		w: wire.NewWriter(rio.Stdout, "hashsync sync"), items: make(chan syncItem, depth), next: make(chan struct{}, 1),
-		total: map[string]int64{}, bufs: map[string]*denseBuf{}}
+		total: map[string]int64{}, bufs: map[string]*denseBuf{}, bar: rio.Progress("sync", cli.ReaderSize(rio.Stdin), true)}
 }
 
 // read decodes stdin into items until its end, the first bad frame, or
@@ -183,6 +184,7 @@ func (r *syncRun) read() {
 			}
 		}
 		f, err := rd.NextFrame()
+		r.bar.Set(rd.Offset())
 		if err == io.EOF {
 			return
 		}
@@ -328,6 +330,7 @@ func (r *syncRun) finish() error {
 	if err := r.s.Finish(); err != nil {
 		return err
 	}
+	r.bar.Done()
 	if err := r.w.Close(); err != nil {
 		return err
 	}
