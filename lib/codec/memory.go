@@ -229,6 +229,11 @@ type Encoder struct {
 	// (PointSep), so one tensor compressed at several points has one
 	// state per point. Empty (default): state by tensor name.
 	Point string
+	// NoSent: the caller does not use the dense tensor Encode returns
+	// (it adds its own frame as it adds the other ranks'). With a residual
+	// memory and a sparsifier Encode then returns nil for it and never
+	// builds it.
+	NoSent bool
 }
 
 // PointSep separates the tensor name from the compression point in the
@@ -236,8 +241,9 @@ type Encoder struct {
 const PointSep = "#"
 
 // Encode compresses gradient in.Data with error feedback and returns the
-// frame and the dense tensor it decodes to. Non-finite input is rejected
-// before any state changes.
+// frame and the dense tensor it decodes to (nil with NoSent, for a
+// sparsifier with a residual memory). Non-finite input is rejected before
+// any state changes.
 func (e *Encoder) Encode(in Input) (*wire.Compressed, []float32, error) {
 	if err := checkShape(in); err != nil {
 		return nil, nil, err
@@ -249,11 +255,12 @@ func (e *Encoder) Encode(in Input) (*wire.Compressed, []float32, error) {
 	if mem == nil {
 		mem = noMemory{}
 	}
+	var maxG uint32 // the largest magnitude key of the gradient
 	if _, none := mem.(noMemory); !none {
 		// Reject before the memory touches its state; without a memory
 		// the codec's own fused check does it.
-		if err := CheckFinite(in.Name, in.Data); err != nil {
-			return nil, nil, err
+		if maxG = maxMag(in.Data, 0); maxG >= 0x7f800000 {
+			return nil, nil, CheckFinite(in.Name, in.Data)
 		}
 	}
 	key := in.Name
@@ -261,6 +268,13 @@ func (e *Encoder) Encode(in Input) (*wire.Compressed, []float32, error) {
 		key += PointSep + e.Point
 	}
 	st := e.Store.Get(key)
+	if r, ok := mem.(residual); ok {
+		if _, ok := e.Codec.(scatterCodec); ok {
+			if f, sent, done, err := e.encodeScatter(in, r, st, maxG); done {
+				return f, sent, err
+			}
+		}
+	}
 	p := mem.Compensate(st, in.Data)
 	in.Data = p
 	in.State = st

@@ -27,10 +27,12 @@ type job struct {
 	// encode is the time this rank spent compressing it (s).
 	encode float64
 	// allgather and ring: the payload, its size from the layout (-1:
-	// data-dependent) and this rank's own decoded encoding.
-	pl   []byte
-	size int64
-	sent []float32
+	// data-dependent) and this rank's own decoded encoding, or (an
+	// allgathered sparsifier) its own frame instead.
+	pl    []byte
+	size  int64
+	sent  []float32
+	frame *wire.Compressed
 	// powersgd
 	ps *psgdJob
 	// partitioned

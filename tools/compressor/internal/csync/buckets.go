@@ -19,12 +19,18 @@ import (
 // against the codec's layout, and its own decoded encoding.
 func (s *Syncer) prepareEncoded(j *job) error {
 	st := &Stats{Times: map[string]float64{}}
-	f, sent, err := s.encode(j.sp, "", s.input(j.u), st)
+	// An allgathered sparsifier's own frame is added like the others'
+	// (addSparse, the same bits as its dense decoding): no dense copy.
+	own := j.sp.Collective == AllGather && sparseAlgos[j.sp.Codec.Algo()]
+	f, sent, err := s.encodeOpt(j.sp, "", s.input(j.u), st, own)
 	j.encode += st.Times["encode"]
 	if err != nil {
 		return err
 	}
 	j.pl, j.sent = payload(f), sent
+	if own {
+		j.frame = f
+	}
 	if j.sp.Collective == Ring {
 		j.pl = slices.Clone(j.pl)
 	}
@@ -117,7 +123,11 @@ func (s *Syncer) allgatherAll(ctx context.Context, jobs []*job) error {
 			b := out[at[p] : at[p]+sizes[p*k+i]]
 			at[p] += sizes[p*k+i]
 			if p == s.r {
-				tensor.Add(acc, j.sent)
+				if j.frame != nil {
+					addSparse(acc, j.frame)
+				} else {
+					tensor.Add(acc, j.sent)
+				}
 				continue
 			}
 			fp, err := s.frameOf(j.sp.Codec, j.u.Name, j.u.Step, j.u.shape(), p, b)

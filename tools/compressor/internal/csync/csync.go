@@ -305,11 +305,19 @@ func (s *Syncer) encoder(sp Spec, point string) (*codec.Encoder, error) {
 
 // encode compresses in at point; a failure (a NaN) is this rank's.
 func (s *Syncer) encode(sp Spec, point string, in codec.Input, st *Stats) (*wire.Compressed, []float32, error) {
+	return s.encodeOpt(sp, point, in, st, false)
+}
+
+// encodeOpt is encode; with noSent the caller adds its own frame as it
+// adds the others' and needs no dense decoded encoding (a sparsifier with
+// error feedback then builds none: codec.Encoder.NoSent).
+func (s *Syncer) encodeOpt(sp Spec, point string, in codec.Input, st *Stats, noSent bool) (*wire.Compressed, []float32, error) {
 	t := time.Now()
 	enc, err := s.encoder(sp, point)
 	if err != nil {
 		return nil, nil, s.local(err)
 	}
+	enc.NoSent = noSent
 	in.Rank = int64(s.r)
 	s.storeMu.Lock()
 	f, sent, err := enc.Encode(in)
@@ -424,18 +432,23 @@ func (s *Syncer) frameOf(c codec.Codec, name string, step int64, shape []int64, 
 // starts at +0, so it is never −0 and adding +0 changes nothing).
 var sparseAlgos = map[string]bool{"topk": true, "mstopk": true, "dgc": true, "threshold": true}
 
+// addSparse scatter-adds a checked frame of one of sparseAlgos into acc.
+func addSparse(acc []float32, f *wire.Compressed) {
+	vals := f.Parts[0].Data
+	idx := f.Parts[1].Data
+	for j := 0; j < len(vals)/4; j++ {
+		i := binary.LittleEndian.Uint32(idx[4*j:])
+		acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(vals[4*j:]))
+	}
+}
+
 // addFrame adds the tensor f decodes to into acc; scratch is reused.
 func (s *Syncer) addFrame(acc []float32, f *wire.Compressed, scratch *[]float32, rank int) error {
 	if sparseAlgos[f.Algo] {
 		if _, err := codec.FromFrame(f); err != nil {
 			return fmt.Errorf("rank %d's frame: %w", rank, err)
 		}
-		vals := f.Parts[0].Data
-		idx := f.Parts[1].Data
-		for j := 0; j < len(vals)/4; j++ {
-			i := binary.LittleEndian.Uint32(idx[4*j:])
-			acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(vals[4*j:]))
-		}
+		addSparse(acc, f)
 		return nil
 	}
 	if len(*scratch) < len(acc) {

@@ -35,8 +35,11 @@ func (s *Syncer) preparePartitioned(j *job) error {
 	}
 	st := &Stats{Times: map[string]float64{}}
 	defer func() { j.encode += st.Times["encode"] }()
+	// A sparsifier's own chunk is added from its frame, like the others'
+	// (addSparse); the other chunks' dense decodings are never needed.
+	sparse := sparseAlgos[j.sp.Codec.Algo()]
 	for c := range n {
-		f, sent, err := s.encode(j.sp, "", chunks[c], st)
+		f, sent, err := s.encodeOpt(j.sp, "", chunks[c], st, sparse || c != s.r)
 		if err != nil {
 			return err
 		}
@@ -47,6 +50,9 @@ func (s *Syncer) preparePartitioned(j *job) error {
 		pj.parts = append(pj.parts, pl)
 		if c == s.r {
 			j.sent = sent
+			if sparse {
+				j.frame = f
+			}
 		}
 	}
 	j.part = pj
@@ -105,7 +111,11 @@ func (s *Syncer) sumChunks(jobs []*job, recv []byte, recvCounts []int, at func(p
 			b := recv[ro[p] : ro[p]+at(p, r, i)]
 			ro[p] += at(p, r, i)
 			if p == r {
-				tensor.Add(pj.acc, j.sent)
+				if j.frame != nil {
+					addSparse(pj.acc, j.frame)
+				} else {
+					tensor.Add(pj.acc, j.sent)
+				}
 				continue
 			}
 			fp, err := s.frameOf(j.sp.Codec, name, j.u.Step, cshape, p, b)
