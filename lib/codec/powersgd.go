@@ -76,18 +76,7 @@ func (c *powersgd) Encode(in Input) (*wire.Compressed, error) {
 	}
 	// P = M·Q (n×r), in float64.
 	p := make([]float64, n*r)
-	for i := 0; i < n; i++ {
-		row := M[i*m : (i+1)*m]
-		for j, v := range row {
-			if v == 0 {
-				continue
-			}
-			qj := q[j*r : (j+1)*r]
-			for t := 0; t < r; t++ {
-				p[i*r+t] += float64(v) * float64(qj[t])
-			}
-		}
-	}
+	mulMQ(p, M, q, n, m, r)
 	orthonormalize(p, n, r)
 	pf := make([]float32, n*r)
 	for i, v := range p {
@@ -95,18 +84,7 @@ func (c *powersgd) Encode(in Input) (*wire.Compressed, error) {
 	}
 	// Q = Mᵀ·P (m×r), from the f32 P that travels.
 	qn := make([]float64, m*r)
-	for i := 0; i < n; i++ {
-		row := M[i*m : (i+1)*m]
-		pi := pf[i*r : (i+1)*r]
-		for j, v := range row {
-			if v == 0 {
-				continue
-			}
-			for t := 0; t < r; t++ {
-				qn[j*r+t] += float64(v) * float64(pi[t])
-			}
-		}
-	}
+	mulMtP(qn, M, pf, n, m, r)
 	qf := make([]float32, m*r)
 	for i, v := range qn {
 		qf[i] = float32(v)
@@ -169,20 +147,7 @@ func (c *powersgd) decode(f *wire.Compressed, dst []float32) error {
 		copy(dst, f32s(f.Parts[0].Data))
 		return nil
 	}
-	p := f32s(f.Parts[0].Data)
-	q := f32s(f.Parts[1].Data)
-	for i := int64(0); i < n; i++ {
-		pi := p[i*r : (i+1)*r]
-		row := dst[i*m : (i+1)*m]
-		for j := int64(0); j < m; j++ {
-			qj := q[j*r : (j+1)*r]
-			var s float32
-			for t := range pi {
-				s += pi[t] * qj[t]
-			}
-			row[j] = s
-		}
-	}
+	mulPQt(dst, f32s(f.Parts[0].Data), f32s(f.Parts[1].Data), int(n), int(m), int(r))
 	return nil
 }
 

@@ -62,21 +62,9 @@ func (pl PowerSGDPlan) WarmQ(name string, st *State) []float32 {
 // P returns M·Q (N×R) for the matrix x (N×M, row-major), accumulated in
 // float64 and rounded once to float32.
 func (pl PowerSGDPlan) P(x, q []float32) []float32 {
-	n, m, r := pl.N, pl.M, pl.R
-	p := make([]float64, n*r)
-	for i := 0; i < n; i++ {
-		row := x[i*m : (i+1)*m]
-		for j, v := range row {
-			if v == 0 {
-				continue
-			}
-			qj := q[j*r : (j+1)*r]
-			for t := 0; t < r; t++ {
-				p[i*r+t] += float64(v) * float64(qj[t])
-			}
-		}
-	}
-	out := make([]float32, n*r)
+	p := make([]float64, pl.N*pl.R)
+	mulMQ(p, x, q, pl.N, pl.M, pl.R)
+	out := make([]float32, len(p))
 	for i, v := range p {
 		out[i] = float32(v)
 	}
@@ -99,21 +87,9 @@ func (pl PowerSGDPlan) Orthonormalize(p []float32) {
 // Q returns Mᵀ·P (M×R) for the matrix x and the orthonormal p, in float64
 // rounded once to float32.
 func (pl PowerSGDPlan) Q(x, p []float32) []float32 {
-	n, m, r := pl.N, pl.M, pl.R
-	qn := make([]float64, m*r)
-	for i := 0; i < n; i++ {
-		row := x[i*m : (i+1)*m]
-		pi := p[i*r : (i+1)*r]
-		for j, v := range row {
-			if v == 0 {
-				continue
-			}
-			for t := 0; t < r; t++ {
-				qn[j*r+t] += float64(v) * float64(pi[t])
-			}
-		}
-	}
-	out := make([]float32, m*r)
+	qn := make([]float64, pl.M*pl.R)
+	mulMtP(qn, x, p, pl.N, pl.M, pl.R)
+	out := make([]float32, len(qn))
 	for i, v := range qn {
 		out[i] = float32(v)
 	}
@@ -121,21 +97,7 @@ func (pl PowerSGDPlan) Q(x, p []float32) []float32 {
 }
 
 // Decode writes P·Qᵀ (N×M) into dst, as the codec decodes a frame.
-func (pl PowerSGDPlan) Decode(dst, p, q []float32) {
-	n, m, r := pl.N, pl.M, pl.R
-	for i := 0; i < n; i++ {
-		pi := p[i*r : (i+1)*r]
-		row := dst[i*m : (i+1)*m]
-		for j := 0; j < m; j++ {
-			qj := q[j*r : (j+1)*r]
-			var s float32
-			for t := range pi {
-				s += pi[t] * qj[t]
-			}
-			row[j] = s
-		}
-	}
-}
+func (pl PowerSGDPlan) Decode(dst, p, q []float32) { mulPQt(dst, p, q, pl.N, pl.M, pl.R) }
 
 // SetQ stores q as the next step's warm start.
 func (pl PowerSGDPlan) SetQ(st *State, q []float32) { copy(st.Slot("q", len(q)), q) }
