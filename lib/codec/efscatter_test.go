@@ -59,18 +59,7 @@ func TestEncodeScatterTwin(t *testing.T) {
 					require.NoError(t, err)
 					fast.Memory, quiet.Memory = mem, mem
 					slow.Memory = slowResidual{mem.(residual)}
-					g := make([]float32, n)
-					for i := range g {
-						switch rng.IntN(10) {
-						case 0:
-							g[i] = 0
-						case 1:
-							g[i] = float32(math.Copysign(0, -1))
-						default:
-							g[i] = float32(rng.NormFloat64())
-						}
-					}
-					in := Input{Name: "w", Step: int64(step), Data: g}
+					in := Input{Name: "w", Step: int64(step), Data: withZeros(rng, n, 0)}
 					ff, fs, err := fast.Encode(in)
 					require.NoError(t, err)
 					sf, ss, err := slow.Encode(in)
@@ -120,4 +109,21 @@ func frameBytes(f *wire.Compressed) [][]byte {
 		out = append(out, p.Data)
 	}
 	return out
+}
+
+// withZeros draws n normal values times 10^[−decades, decades], an eighth
+// of them +0 and an eighth −0.
+func withZeros(rng *rand.Rand, n, decades int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		switch rng.IntN(8) {
+		case 0:
+			x[i] = 0
+		case 1:
+			x[i] = float32(math.Copysign(0, -1))
+		default:
+			x[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(2*decades+1)-decades)))
+		}
+	}
+	return x
 }

@@ -62,20 +62,7 @@ func mulPQtGo(p, q []float32, n, m, r int) []float32 {
 // matrices with zeros, −0 and values of every scale.
 func TestLowRankTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	draw := func(k int) []float32 {
-		x := make([]float32, k)
-		for i := range x {
-			switch rng.IntN(8) {
-			case 0:
-				x[i] = 0
-			case 1:
-				x[i] = float32(math.Copysign(0, -1))
-			default:
-				x[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(9)-4)))
-			}
-		}
-		return x
-	}
+	draw := func(k int) []float32 { return withZeros(rng, k, 4) }
 	f64 := func(v []float64) []uint64 {
 		out := make([]uint64, len(v))
 		for i, x := range v {
