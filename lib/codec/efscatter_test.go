@@ -17,9 +17,9 @@ import (
 // Encode runs the generic Compensate, dense decode and Update with it.
 type slowResidual struct{ residual }
 
-// TestEncodeScatterTwin: the sparsifiers' in-place error feedback gives
+// TestEncodeScatterTwin: in-place error feedback (sparsifiers, halves) gives
 // the generic path's frames, sent tensors and state bit for bit, step after
-// step, for every scatter codec, residual parameters, learning-rate
+// step, for every scatter codec and fp16/bf16, residual parameters, learning-rate
 // rescaling, efsignsgd's memory, awkward lengths and gradients with zeros
 // and −0; NoSent only drops the dense tensor.
 func TestEncodeScatterTwin(t *testing.T) {
@@ -31,6 +31,8 @@ func TestEncodeScatterTwin(t *testing.T) {
 		{"mstopk", Options{Ratio: 0.03}},
 		{"threshold", Options{Threshold: 1.2}},
 		{"dgc", Options{Ratio: 0.02}},
+		{"fp16", Options{}},
+		{"bf16", Options{}},
 	}
 	mems := []struct {
 		name string

@@ -230,9 +230,9 @@ type Encoder struct {
 	// state per point. Empty (default): state by tensor name.
 	Point string
 	// NoSent: the caller does not use the dense tensor Encode returns
-	// (it adds its own frame as it adds the other ranks'). With a residual
-	// memory and a sparsifier Encode then returns nil for it and never
-	// builds it.
+	// (it adds its own frame as it adds the other ranks', or a ring
+	// reduces the encodings). With a residual memory and a sparsifier or
+	// fp16/bf16 Encode then returns nil for it and never builds it.
 	NoSent bool
 }
 
@@ -242,7 +242,7 @@ const PointSep = "#"
 
 // Encode compresses gradient in.Data with error feedback and returns the
 // frame and the dense tensor it decodes to (nil with NoSent, for a
-// sparsifier with a residual memory). Non-finite input is rejected before
+// residual memory with a sparsifier or fp16/bf16). Non-finite input is rejected before
 // any state changes.
 func (e *Encoder) Encode(in Input) (*wire.Compressed, []float32, error) {
 	if err := checkShape(in); err != nil {
@@ -269,10 +269,8 @@ func (e *Encoder) Encode(in Input) (*wire.Compressed, []float32, error) {
 	}
 	st := e.Store.Get(key)
 	if r, ok := mem.(residual); ok {
-		if _, ok := e.Codec.(scatterCodec); ok {
-			if f, sent, done, err := e.encodeScatter(in, r, st, maxG); done {
-				return f, sent, err
-			}
+		if f, sent, done, err := e.encodeInPlace(in, r, st, maxG); done {
+			return f, sent, err
 		}
 	}
 	p := mem.Compensate(st, in.Data)

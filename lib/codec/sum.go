@@ -236,3 +236,36 @@ func sumRows(fs []*wire.Compressed, avg func([]float32) []float32) *wire.Sparse 
 		Width: w, Format: wire.COO, IType: wire.U32, Nnz: int64(len(idx)),
 		Indices: u32bytes(idx), Values: f32bytes(vals)}
 }
+
+// AddHalves sets dst to dst ⊕ src for two fp16 (bf16 when bf16 is set)
+// little-endian blocks of equal length: each pair decoded to float32
+// (exact), added, and the sum rounded back to the half type as the
+// encoder rounds (nearest, ties to even; an fp16 sum past ±65504 is ±Inf,
+// as the scalar cast gives). One pass in cache-sized blocks with the
+// vector conversions, in parallel: a compressed ring's ⊕ at every hop,
+// with no allocation.
+func AddHalves(dst, src []byte, bf16 bool) {
+	d := len(dst) / 2
+	dec, enc, to := f16Decode, f16Into, F32ToF16
+	if bf16 {
+		dec, enc, to = bf16Decode, bf16Into, F32ToBF16
+	}
+	parallel(chunks(d, workers(0, d), 64), func(_ int, lo, hi int) {
+		const block = 2048
+		var a, b [block]float32
+		for i := lo; i < hi; i += block {
+			m := min(block, hi-i)
+			x, y := a[:m], b[:m]
+			dec(x, dst[2*i:2*(i+m)])
+			dec(y, src[2*i:2*(i+m)])
+			for j, v := range y {
+				x[j] += v
+			}
+			if !enc(dst[2*i:2*(i+m)], x) {
+				for j, v := range x {
+					binary.LittleEndian.PutUint16(dst[2*(i+j):], to(v))
+				}
+			}
+		}
+	})
+}

@@ -21,8 +21,9 @@ func (s *Syncer) prepareEncoded(j *job) error {
 	st := &Stats{Times: map[string]float64{}}
 	// An allgathered sparsifier's own frame is added like the others'
 	// (addSparse, the same bits as its dense decoding): no dense copy.
+	// A ring reduces the encodings and decodes the sum: it needs neither.
 	own := j.sp.Collective == AllGather && sparseAlgos[j.sp.Codec.Algo()]
-	f, sent, err := s.encodeOpt(j.sp, "", s.input(j.u), st, own)
+	f, sent, err := s.encodeOpt(j.sp, "", s.input(j.u), st, own || j.sp.Collective == Ring)
 	j.encode += st.Times["encode"]
 	if err != nil {
 		return err
@@ -31,7 +32,10 @@ func (s *Syncer) prepareEncoded(j *job) error {
 	if own {
 		j.frame = f
 	}
-	if j.sp.Collective == Ring {
+	if a := j.sp.Codec.Algo(); j.sp.Collective == Ring && a != "fp16" && a != "bf16" {
+		// The ring reduces in place: a payload that may share memory
+		// with the input is copied (fp16 and bf16 encode into a fresh
+		// buffer).
 		j.pl = slices.Clone(j.pl)
 	}
 	if j.size, err = s.size(j.sp.Codec, j.u.shape(), j.u.Step); err != nil {

@@ -9,7 +9,6 @@ import (
 	"trainwire.dev/lib/codec"
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/tensor"
-	"trainwire.dev/lib/wire"
 )
 
 func (s *Syncer) input(u *Unit) codec.Input {
@@ -35,46 +34,11 @@ func AddF32LE(dst, src []byte) {
 
 // HalfReducer is the ring's ⊕ for fp16 or bf16: both blocks decoded to
 // f32 (exact), added, and the sum rounded back to the half type (nearest,
-// ties to even; an fp16 sum past ±65504 is ±Inf, as a cast gives). It
-// uses lib/codec's vector conversions, which equal the scalar ones
-// (codec.F32ToF16, …) bit for bit.
+// ties to even; an fp16 sum past ±65504 is ±Inf, as a cast gives):
+// codec.AddHalves, one fused pass.
 func HalfReducer(algo string) collective.Reducer {
-	dt := wire.F16
-	to := codec.F32ToF16
-	if algo == "bf16" {
-		dt, to = wire.BF16, codec.F32ToBF16
-	}
-	c, err := codec.New(algo, codec.Options{})
-	if err != nil {
-		panic(err)
-	}
-	var a, b []float32
-	dec := func(dst []float32, src []byte) {
-		n := len(dst)
-		f := &wire.Compressed{Name: "ring", Algo: algo, Params: map[string]any{}, DType: wire.F32, Shape: []int64{int64(n)},
-			Parts: []wire.Part{{Name: "data", DType: dt, Shape: []int64{int64(n)}, Data: src}}}
-		if _, err := codec.Decode(f, dst); err != nil {
-			panic(err) // lengths are ours: cannot fail
-		}
-	}
-	return func(dst, src []byte) {
-		n := len(dst) / 2
-		if cap(a) < n {
-			a, b = tensor.Alloc(n), tensor.Alloc(n)
-		}
-		a, b = a[:n], b[:n]
-		dec(a, dst)
-		dec(b, src)
-		tensor.Add(a, b)
-		f, err := c.Encode(codec.Input{Name: "ring", Data: a})
-		if err == nil && f != nil {
-			copy(dst, f.Parts[0].Data)
-			return
-		}
-		for i, v := range a { // an overflow to ±Inf: the scalar cast
-			binary.LittleEndian.PutUint16(dst[2*i:], to(v))
-		}
-	}
+	bf16 := algo == "bf16"
+	return func(dst, src []byte) { codec.AddHalves(dst, src, bf16) }
 }
 
 // chunkBounds are the bounds of partition c of P over d elements of m
