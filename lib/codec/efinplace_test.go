@@ -17,12 +17,12 @@ import (
 // Encode runs the generic Compensate, dense decode and Update with it.
 type slowResidual struct{ residual }
 
-// TestEncodeScatterTwin: in-place error feedback (sparsifiers, halves) gives
+// TestEncodeInPlaceTwin: in-place error feedback (sparsifiers, halves) gives
 // the generic path's frames, sent tensors and state bit for bit, step after
 // step, for every scatter codec and fp16/bf16, residual parameters, learning-rate
 // rescaling, efsignsgd's memory, awkward lengths and gradients with zeros
 // and −0; NoSent only drops the dense tensor.
-func TestEncodeScatterTwin(t *testing.T) {
+func TestEncodeInPlaceTwin(t *testing.T) {
 	codecs := []struct {
 		algo string
 		o    Options
@@ -86,10 +86,10 @@ func TestEncodeScatterTwin(t *testing.T) {
 	}
 }
 
-// TestEncodeScatterOverflow: a residual that would overflow float32 once
+// TestEncodeInPlaceOverflow: a residual that would overflow float32 once
 // the gradient is added leaves the fast path untaken, and the generic path
 // rejects the non-finite result with the state as it was.
-func TestEncodeScatterOverflow(t *testing.T) {
+func TestEncodeInPlaceOverflow(t *testing.T) {
 	cd, err := New("topk", Options{Ratio: 0.5})
 	require.NoError(t, err)
 	mem, err := NewMemory("residual", MemoryOptions{})
