@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"trainwire.dev/lib/wire"
@@ -210,7 +211,7 @@ func (a *Agent) holders(owner int) []int {
 func (a *Agent) Serve(ctx context.Context) error {
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	defer a.cancel()
-	pl, err := net.Listen("tcp", a.cfg.Peers[a.cfg.Rank])
+	pl, err := a.listenPeers()
 	if err != nil {
 		return fmt.Errorf("agent: rank %d: listen for peers at %s: %w", a.cfg.Rank, a.cfg.Peers[a.cfg.Rank], err)
 	}
@@ -256,6 +257,25 @@ func (a *Agent) Serve(ctx context.Context) error {
 	a.wg.Wait()
 	a.st.Close()
 	return nil
+}
+
+// listenPeers listens on this rank's peer address. An address still in
+// use is retried for up to Timeout: a replacement agent started on the
+// same host right after its predecessor was killed finds the port held
+// until the kernel has torn the dead process down.
+func (a *Agent) listenPeers() (net.Listener, error) {
+	deadline := time.Now().Add(a.cfg.Timeout)
+	for {
+		l, err := net.Listen("tcp", a.cfg.Peers[a.cfg.Rank])
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return l, err
+		}
+		select {
+		case <-a.ctx.Done():
+			return nil, context.Cause(a.ctx)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (a *Agent) acceptLoop(l net.Listener, serve func(net.Conn)) {

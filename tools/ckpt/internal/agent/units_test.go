@@ -1,13 +1,18 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/tools/ckpt/internal/store"
 )
@@ -242,4 +247,28 @@ func TestDropExtras(t *testing.T) {
 	if !slices.Equal(owners, []int{2, 3}) {
 		t.Fatalf("after iteration 2 committed: versions of owners %v, want [2 3]", owners)
 	}
+}
+
+// TestListenPeersWaitsForThePort: a replacement agent whose peer port is
+// still held (its killed predecessor not yet torn down) binds once the
+// port is free, within Timeout; a port held past Timeout is an error.
+func TestListenPeersWaitsForThePort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	a := newTestAgent(t, 0, 2)
+	a.cfg.Peers[0], a.cfg.Timeout = held.Addr().String(), 10*time.Second
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	defer a.cancel()
+	time.AfterFunc(300*time.Millisecond, func() { held.Close() })
+	l, err := a.listenPeers()
+	require.NoError(t, err)
+	require.Equal(t, a.cfg.Peers[0], l.Addr().String())
+	l.Close()
+
+	held, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	a.cfg.Peers[0], a.cfg.Timeout = held.Addr().String(), 200*time.Millisecond
+	_, err = a.listenPeers()
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
 }
