@@ -76,7 +76,8 @@ race:
 ## bench: every benchmark against its peer (allreduce vs gloo on loopback and in the emulated
 ## cluster; fuser vs the spec's Python reference; codecs vs torch and memcpy; the planner's
 ## selection time; trace parsing vs json.load; RNA vs blocking allreduce and gloo; hashsync vs
-## gloo and torch sparse; the serve sidecar vs check and gloo; checkpoint stall vs torch.save). Needs
+## gloo and torch sparse; the serve sidecar vs check and gloo; checkpoint stall vs torch.save;
+## restore from a peer's memory vs torch.load from another host). Needs
 ## root for the emulated cluster.
 bench: deps build
 	bash bench/allreduce/run.sh --cluster 1gbit
@@ -90,6 +91,7 @@ bench: deps build
 	bash bench/serve/run.sh
 	bash bench/ckpt/run.sh
 	bash bench/ckpt/interfere.sh 200mbit
+	bash bench/ckpt/restore.sh 1gbit
 	bash bench/ckpt/persist.sh
 	bash bench/train/run.sh
 

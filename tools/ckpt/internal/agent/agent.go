@@ -102,6 +102,10 @@ type Agent struct {
 	tick   ticker
 	tl     *timeline
 
+	// flights: one copy of a shard from the peers at a time (heal and a
+	// trainer's restore want the same one as a replacement starts).
+	flights flights
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -71,6 +71,12 @@ func (a *Agent) held() []int {
 // that serves it, and keeps it as a complete version; msg is what the log
 // says of the copy.
 func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, from []int, msg string) error {
+	release, err := a.claimFetch(ctx, shardKey{owner, iter, epoch})
+	if release == nil {
+		return err // held now: another fetch brought it, or ctx ended
+	}
+	got := -1
+	defer func() { release(got) }()
 	var errs []error
 	for _, r := range from {
 		if r == a.cfg.Rank {
@@ -88,9 +94,32 @@ func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, fro
 			return err
 		}
 		a.st.Unpin(v)
+		got = r
 		a.log.Info(msg, "owner", owner, "iter", iter, "from", r,
 			"bytes", in.Len, "elapsed", time.Since(t0).Round(time.Millisecond))
 		return nil
 	}
 	return fmt.Errorf("no live holder served it (holders %v): %v", from, errs)
+}
+
+// claimFetch waits until no other fetch of k is in flight and returns
+// release when this caller is to fetch k itself, or nil with a nil error
+// when the store holds k by then (the other fetch brought it), or nil
+// with ctx's error.
+func (a *Agent) claimFetch(ctx context.Context, k shardKey) (release func(from int), err error) {
+	for {
+		release, wait := a.flights.claim(k)
+		if release != nil {
+			return release, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if v := a.st.Get(k.owner, k.iter, k.epoch); v != nil {
+			a.st.Unpin(v)
+			return nil, nil
+		}
+	}
 }

@@ -103,8 +103,23 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	var format string
 	var hv *store.Version
 	var tb *store.Buffer
+	// A fetch of this shard already in flight (the replacement agent's
+	// heal) is waited for rather than doubled.
+	key := shardKey{me, target, epoch}
+	release, err := a.claimFetch(ctx, key)
+	got := -1
+	if release != nil {
+		defer func() { release(got) }()
+	} else if err != nil {
+		return nil, nil, cn.sendError("timeout", fmt.Errorf("iteration %d of rank %d: waiting for its copy from a peer: %w", target, me, err))
+	}
 	if v := a.st.Get(me, target, epoch); v != nil {
 		hv, data, sum, format = v, v.Data(), v.XXH3, v.Format
+		if r := a.flights.source(key); release == nil && r >= 0 {
+			// This restore waited for the copy the agent was making
+			// as it started: the bytes came from that peer just now.
+			source = fmt.Sprintf("peer:%d", r)
+		}
 	} else {
 		// Peer memory: a group member first, in placement order.
 		cands := where[me]
@@ -122,7 +137,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 				errs = append(errs, err)
 				continue
 			}
-			source = fmt.Sprintf("peer:%d", r)
+			source, got = fmt.Sprintf("peer:%d", r), r
 			// Keep it: this agent holds its rank's shard again (the next
 			// restore is local, and the slot can be re-replicated).
 			if v, err := a.st.Adopt(me, target, epoch, in.Len, in.XXH3, in.Format, b); err == nil {

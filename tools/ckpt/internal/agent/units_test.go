@@ -272,3 +272,42 @@ func TestListenPeersWaitsForThePort(t *testing.T) {
 	_, err = a.listenPeers()
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 }
+
+// TestFlights: one fetch of a shard at a time; the others wait for it,
+// then find it in the store (or, when it failed, fetch it themselves);
+// the rank a fetch copied from is remembered for the restore's source.
+func TestFlights(t *testing.T) {
+	a := newTestAgent(t, 1, 4)
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	defer a.cancel()
+	k := shardKey{owner: 1, iter: 3, epoch: 0}
+	release, err := a.claimFetch(a.ctx, k)
+	require.NoError(t, err)
+	require.NotNil(t, release)
+	second := make(chan func(int), 1)
+	go func() {
+		r, err := a.claimFetch(a.ctx, k)
+		require.NoError(t, err)
+		second <- r
+	}()
+	select {
+	case <-second:
+		t.Fatal("a second fetch of the shard started while the first was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release(-1) // the first failed: the waiter fetches it itself
+	r2 := <-second
+	require.NotNil(t, r2)
+	r2(2)
+	require.Equal(t, 2, a.flights.source(k))
+	require.Equal(t, -1, a.flights.source(shardKey{owner: 0, iter: 3}))
+	// A waiter gives up with its context.
+	release, err = a.claimFetch(a.ctx, k)
+	require.NoError(t, err)
+	defer release(-1)
+	ctx, cancel := context.WithTimeout(a.ctx, 50*time.Millisecond)
+	defer cancel()
+	r3, err := a.claimFetch(ctx, k)
+	require.Nil(t, r3)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
