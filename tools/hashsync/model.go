@@ -89,7 +89,7 @@ func (c *ModelCmd) Run(rio *cli.IO) error {
 			fmt.Fprintf(rio.Stdout, "%4d %-12s %16.0f %10.4f  %s\n", n, v.Scheme, v.Bytes, ratio, v.Note)
 		}
 		if c.Format == "table" {
-			fmt.Fprintf(rio.Stdout, "%4d %-12s γ^n = %.3f; Σγ^{2^{i−1}} = %.3f vs (n−1)/n·(γ^n+1) = %.3f → auto picks %s\n", n, "rule", gamma(n), lhs, rhs, choice)
+			fmt.Fprintf(rio.Stdout, "%4d %-12s γ^n = %.3f; Σγ^{2^{i−1}} = %.3f vs (n−1)/n·(γ^n+1) = %.3f → the rule picks %s\n", n, "rule", gamma(n), lhs, rhs, choice)
 		}
 	}
 	return nil

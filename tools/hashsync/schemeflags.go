@@ -20,7 +20,8 @@ type SchemeFlags struct {
 	Block        int          `help:"omnireduce block size, in elements." default:"256" env:"TRAINWIRE_BLOCK"`
 	Rho          float64      `help:"hitopk density per segment (0: every non-zero row, lossless)." default:"0" env:"TRAINWIRE_RHO"`
 	LocalSize    int          `help:"hitopk ranks per node (0: the launcher's local world size when it reports several nodes, else 1)." default:"0" env:"TRAINWIRE_HITOPK_LOCAL"`
-	ProfileIters int          `help:"auto: iterations profiled (with zen) before choosing between Eq. (1) and Eq. (2)." default:"3" env:"TRAINWIRE_PROFILE_ITERS"`
+	ProfileIters int          `help:"auto: iterations profiled (with zen, timed) before applying Zen's rule (Eq. (1) vs Eq. (2))." default:"3" env:"TRAINWIRE_PROFILE_ITERS"`
+	AutoTrials   int          `name:"auto-trials" help:"auto: iterations it then times sparcml (world a power of two) before keeping the faster of zen and sparcml, by the slowest rank's median; 0 keeps the rule's choice." default:"2"`
 	Workers      int          `help:"Hashing goroutines (0: GOMAXPROCS)." default:"0" env:"TRAINWIRE_WORKERS"`
 	RowWidth     int          `help:"Row width for dense frames (0: their last dimension; 1: element-level)." default:"0" env:"TRAINWIRE_ROW_WIDTH"`
 	MaxMessage   cli.ByteSize `help:"Largest message accepted from a peer." default:"16GiB" env:"TRAINWIRE_MAX_MESSAGE"`
@@ -32,6 +33,7 @@ func (c *SchemeFlags) config(env launch.Env) (scheme.Config, error) {
 	cfg := scheme.DefaultConfig(c.Scheme)
 	cfg.Seed, cfg.K, cfg.C, cfg.R2 = c.Seed, c.K, c.R1Factor, c.R2Fraction
 	cfg.Partitioner, cfg.Pull, cfg.Block, cfg.Rho, cfg.ProfileIters, cfg.Workers = c.Partitioner, c.Pull, c.Block, c.Rho, c.ProfileIters, c.Workers
+	cfg.Trials = c.AutoTrials
 	cfg.MaxMessage = int64(c.MaxMessage)
 	cfg.LocalSize = c.LocalSize
 	if cfg.LocalSize == 0 {

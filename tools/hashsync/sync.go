@@ -412,5 +412,11 @@ func statsFrame(name string, step int64, rank int, st *scheme.Stats) *wire.Stats
 		labels["choice"] = st.Choice
 		v["density"], v["gamma"], v["rule_lhs"], v["rule_rhs"] = st.Density, st.Gamma, st.LHS, st.RHS
 	}
+	if st.Rule != "" {
+		labels["rule"] = st.Rule
+	}
+	if st.ZenS > 0 {
+		v["auto_zen_s"], v["auto_trial_s"] = st.ZenS, st.TrialS
+	}
 	return &wire.Stats{Tool: "hashsync", Name: name, Step: step, Rank: int64(rank), Values: v, Labels: labels}
 }

@@ -3,7 +3,9 @@ package scheme
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
+	"slices"
 )
 
 // profile is what one server measures while auto profiles a tensor: the
@@ -24,6 +26,11 @@ type autoState struct {
 	lhs, rhs float64
 	iters    int
 	choice   string
+	// trial is the candidate auto times after profiling ("" when none);
+	// zenS and trialS are this rank's sync times (s) of zen while
+	// profiling and of the trial.
+	trial        string
+	zenS, trialS []float64
 }
 
 // Rule evaluates Zen's choice between Eq. (1) (balanced parallelism) and
@@ -96,11 +103,106 @@ func (s *Syncer) profileDone(t *Tensor, st *Stats) error {
 	a.iters++
 	st.Choice = "profile"
 	if a.iters >= s.cfg.ProfileIters {
-		a.choice = "zen"
-		if n > 1 && bits.OnesCount(uint(n)) == 1 && a.rhs > a.lhs {
-			a.choice = "sparcml"
+		sparcml := n > 1 && bits.OnesCount(uint(n)) == 1
+		st.Rule = "zen"
+		if sparcml && a.rhs > a.lhs {
+			st.Rule = "sparcml"
 		}
-		st.Choice = a.choice
+		if sparcml && s.cfg.Trials > 0 {
+			a.trial = "sparcml"
+		} else {
+			a.choice = st.Rule
+			st.Choice = a.choice
+		}
 	}
 	return nil
+}
+
+// autoDone is auto's bookkeeping after a sync of t that ran scheme in
+// secs seconds: the profile while profiling (zen's time kept), the time of
+// a trial, and, after the last trial, the choice.
+func (s *Syncer) autoDone(t *Tensor, st *Stats, scheme string, secs float64) error {
+	if s.cfg.Scheme != "auto" {
+		return nil
+	}
+	if scheme == "profile" {
+		s.autoMu.Lock()
+		if a := s.auto[t.Name]; a != nil {
+			a.zenS = append(a.zenS, secs)
+		} else {
+			s.auto[t.Name] = &autoState{zenS: []float64{secs}}
+		}
+		s.autoMu.Unlock()
+		return s.profileDone(t, st)
+	}
+	s.autoMu.Lock()
+	a := s.auto[t.Name]
+	if a == nil || a.choice != "" || a.trial != scheme {
+		s.autoMu.Unlock()
+		return nil
+	}
+	a.trialS = append(a.trialS, secs)
+	st.Choice = "trial"
+	done := len(a.trialS) >= s.cfg.Trials
+	mine := []float64{median(a.zenS), median(a.trialS)}
+	s.autoMu.Unlock()
+	if !done {
+		return nil
+	}
+	worst, err := s.slowest(mine)
+	if err != nil {
+		return err
+	}
+	s.autoMu.Lock()
+	defer s.autoMu.Unlock()
+	a.choice = "zen"
+	if worst[1] < worst[0] {
+		a.choice = a.trial
+	}
+	st.Choice, st.ZenS, st.TrialS = a.choice, worst[0], worst[1]
+	return nil
+}
+
+// slowest is the element-wise maximum of every rank's times (a small
+// all-to-all): a sync takes as long as its slowest rank, and every rank
+// decides on the same figures.
+func (s *Syncer) slowest(mine []float64) ([]float64, error) {
+	k := len(mine)
+	body := make([]byte, 0, 8*k)
+	for _, v := range mine {
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(v))
+	}
+	all := others(s.n, s.r)
+	got, err := s.exchange(s.meta, opTrial, all, func(int) message { return message{fmt: fmtDense, n: uint64(k), body: body} }, all,
+		func(p int, f uint32, c uint64) (int, error) {
+			if f != fmtDense || c != uint64(k) {
+				return 0, fmt.Errorf("trial times: format %d with %d values", f, c)
+			}
+			return 8 * k, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(mine)
+	for p, m := range got {
+		if p == s.r {
+			continue
+		}
+		for i := range out {
+			out[i] = max(out[i], math.Float64frombits(binary.LittleEndian.Uint64(m.body[8*i:])))
+		}
+	}
+	return out, nil
+}
+
+// median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	ys := slices.Sorted(slices.Values(xs))
+	if len(ys)%2 == 1 {
+		return ys[len(ys)/2]
+	}
+	return (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
 }

@@ -56,6 +56,7 @@ const (
 	opIntraAG
 	opProfile
 	opCounts
+	opTrial
 	opPullHead // receive buffers only: pull heads travel under opPull's tag
 )
 

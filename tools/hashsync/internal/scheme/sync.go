@@ -40,8 +40,14 @@ type Config struct {
 	// LocalSize is its ranks per node.
 	Rho       float64
 	LocalSize int
-	// ProfileIters is how many iterations auto profiles before choosing.
+	// ProfileIters is how many iterations auto profiles (with zen, timed)
+	// before applying Zen's rule.
 	ProfileIters int
+	// Trials is how many iterations auto then times the other candidate,
+	// sparcml, where the world size allows it (a power of two), before
+	// keeping the faster of the two (the slowest rank's median time of
+	// each); 0 keeps the rule's choice.
+	Trials int
 	// Average divides the sum by the world size.
 	Average bool
 	// Workers is the hashing goroutines (0: GOMAXPROCS).
@@ -54,7 +60,7 @@ type Config struct {
 
 // DefaultConfig returns the paper's defaults for scheme.
 func DefaultConfig(scheme string) Config {
-	return Config{Scheme: scheme, Seed: 0, K: 3, C: 2, R2: 0.1, Partitioner: "hash", Pull: "auto", Block: 256, LocalSize: 1, ProfileIters: 3, MaxMessage: 1 << 34, MaxNameLen: 4096}
+	return Config{Scheme: scheme, Seed: 0, K: 3, C: 2, R2: 0.1, Partitioner: "hash", Pull: "auto", Block: 256, LocalSize: 1, ProfileIters: 3, Trials: 2, MaxMessage: 1 << 34, MaxNameLen: 4096}
 }
 
 // Check validates the configuration for a world of n ranks.
@@ -77,6 +83,8 @@ func (c Config) Check(n int) error {
 		return fmt.Errorf("--rho %g: want 0 (lossless) or a density in (0, 1]", c.Rho)
 	case c.ProfileIters < 1:
 		return fmt.Errorf("--profile-iters %d: want at least 1", c.ProfileIters)
+	case c.Trials < 0:
+		return fmt.Errorf("--auto-trials %d: want 0 or more", c.Trials)
 	}
 	if c.Scheme == "hitopk" && (c.LocalSize < 1 || n%c.LocalSize != 0) {
 		return fmt.Errorf("--local-size %d does not divide the world of %d ranks", c.LocalSize, n)
@@ -129,6 +137,9 @@ type Syncer struct {
 	rbufs    map[int][][]byte     // receive buffers per operation and rank, reused
 	autoMu   sync.Mutex           // auto is read by Prepare, written by Sync
 	auto     map[string]*autoState
+	// slow, in tests, delays a scheme's syncs inside the time auto
+	// measures.
+	slow func(scheme string) time.Duration
 }
 
 // New returns a Syncer on m after the handshake: every rank checks that
@@ -181,6 +192,7 @@ func (s *Syncer) hello() []string {
 		"rho=" + fmt.Sprint(c.Rho),
 		"local-size=" + fmt.Sprint(c.LocalSize),
 		"profile-iters=" + fmt.Sprint(c.ProfileIters),
+		"auto-trials=" + fmt.Sprint(c.Trials),
 		"average=" + fmt.Sprint(c.Average),
 	}
 }
@@ -242,8 +254,14 @@ type Stats struct {
 	// Hashing (zen): serial-memory writes and overflows.
 	Serial, Overflow   int
 	LocalRows, OutRows int
-	// Choice is what auto chose (or "profile").
+	// Choice is what auto chose (or "profile", or "trial" while it times
+	// the other candidate).
 	Choice string
+	// Rule is the choice of Zen's rule once auto has profiled; ZenS and
+	// TrialS are the slowest rank's median sync times (seconds) of zen
+	// and of the candidate timed after it, once auto has decided on them.
+	Rule         string
+	ZenS, TrialS float64
 	// Measured while auto profiles: density d_G, densification γ^n, and
 	// the two sides of Zen's rule (BP wins when LHS > RHS).
 	Density, Gamma, LHS, RHS float64
@@ -325,6 +343,7 @@ func (s *Syncer) Sync(ctx context.Context, p *Prepared) (*Tensor, *Stats, error)
 		p.scheme = sch
 	}
 	before := s.m.Counters()
+	t0 := time.Now()
 	st := &p.stats
 	st.Scheme = p.scheme
 	st.LocalRows = t.Nnz()
@@ -349,10 +368,11 @@ func (s *Syncer) Sync(ctx context.Context, p *Prepared) (*Tensor, *Stats, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	if p.scheme == "profile" {
-		if err := s.profileDone(t, st); err != nil {
-			return nil, nil, err
-		}
+	if s.slow != nil {
+		time.Sleep(s.slow(p.scheme))
+	}
+	if err := s.autoDone(t, st, p.scheme, time.Since(t0).Seconds()); err != nil {
+		return nil, nil, err
 	}
 	if out.DenseVal == nil {
 		out.Compact()
@@ -457,10 +477,15 @@ func (s *Syncer) schemeFor(name string) string {
 	s.autoMu.Lock()
 	defer s.autoMu.Unlock()
 	a := s.auto[name]
-	if a == nil || a.choice == "" {
+	switch {
+	case a == nil:
 		return "profile"
+	case a.choice != "":
+		return a.choice
+	case a.trial != "":
+		return a.trial
 	}
-	return a.choice
+	return "profile"
 }
 
 // imbalance returns n·max(c)/Σc (1 when all are equal; 0 when empty).

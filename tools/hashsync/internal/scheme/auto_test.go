@@ -1,0 +1,83 @@
+package scheme
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAutoKeepsTheFaster: after profiling with zen, auto times sparcml and
+// keeps the faster of the two on every rank alike, whatever Zen's rule
+// said. A scheme made 800 ms slower (inside the time auto measures) loses;
+// a world size that is not a power of two, or Trials 0, keeps the rule.
+func TestAutoKeepsTheFaster(t *testing.T) {
+	const delay = 800 * time.Millisecond
+	cases := []struct {
+		n       int
+		trials  int
+		slow    string // scheme delayed ("profile" is zen while profiling)
+		want    string
+		trialed bool
+	}{
+		{4, 2, "sparcml", "zen", true},
+		{4, 2, "profile", "sparcml", true},
+		{2, 1, "profile", "sparcml", true},
+		{3, 2, "sparcml", "zen", false}, // sparcml needs a power of two
+		{4, 0, "none", "", false},       // the rule decides
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("n=%d/trials=%d/slow=%s", c.n, c.trials, c.slow), func(t *testing.T) {
+			cfg := DefaultConfig("auto")
+			cfg.ProfileIters, cfg.Trials, cfg.Seed = 1, c.trials, 3
+			const iters = 4
+			stats := make([][]*Stats, c.n)
+			errs := runAll(t, c.n, cfg, func(r int, s *Syncer) error {
+				s.slow = func(scheme string) time.Duration {
+					if scheme == c.slow {
+						return delay
+					}
+					return 0
+				}
+				for it := range iters {
+					rng := rand.New(rand.NewPCG(uint64(it), uint64(r)))
+					_, st, err := s.Sync(context.Background(), s.Prepare(randTensor(rng, "w", 3000, 2, 0.05, true)))
+					if err != nil {
+						return err
+					}
+					stats[r] = append(stats[r], st)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				require.NoError(t, err, "rank %d", r)
+			}
+			want := c.want
+			if want == "" {
+				want = stats[0][0].Rule
+				require.Contains(t, []string{"zen", "sparcml"}, want)
+			}
+			p := cfg.ProfileIters
+			for r := range c.n {
+				require.Equal(t, want, stats[r][iters-1].Scheme, "rank %d runs the choice", r)
+				if !c.trialed {
+					require.Equal(t, want, stats[r][p-1].Choice, "rank %d decides when profiling ends", r)
+					continue
+				}
+				for i := p; i < p+c.trials; i++ {
+					require.Equal(t, "sparcml", stats[r][i].Scheme, "rank %d, sync %d: the trial", r, i)
+				}
+				decided := stats[r][p+c.trials-1]
+				require.Equal(t, want, decided.Choice, "rank %d", r)
+				if c.slow == "sparcml" {
+					require.Greater(t, decided.TrialS, delay.Seconds())
+				} else {
+					require.Greater(t, decided.ZenS, delay.Seconds())
+				}
+			}
+		})
+	}
+}
