@@ -59,8 +59,9 @@ func toTensor(f wire.Frame, rowWidth int) (*scheme.Tensor, form, error) {
 			return nil, form{}, fmt.Errorf("sparse tensor %q: %d rows: hashsync indexes rows with 32 bits", f.Name, rows)
 		}
 		w := int(f.Width)
-		t := &scheme.Tensor{Name: f.Name, Rows: int(rows), Width: w, Idx: make([]uint32, f.Nnz), Val: make([]float32, int(f.Nnz)*w)}
-		tensor.DecodeLE(t.Val, f.Values)
+		// The values as a view of the frame's bytes where the build and
+		// their alignment allow (as the dense path's f.F32()), else a copy.
+		t := &scheme.Tensor{Name: f.Name, Rows: int(rows), Width: w, Idx: make([]uint32, f.Nnz), Val: tensor.Float32sOrCopy(f.Values)}
 		switch f.Format {
 		case wire.COO:
 			for k := range t.Idx {
