@@ -13,7 +13,8 @@
 #    from peer memory, against torch.load of the same state (from the page cache).
 #
 # Environment: CKPT (default <repo>/bin/ckpt), OUT_DIR (default <repo>/out/bench), STATE
-# (default 512MiB per rank), ITERS (3). Needs ~2.5 GB of memory per rank (state, two versions
+# (default 512MiB per rank), ITERS (3), PROFILE (set: each agent writes a Go CPU profile to
+# OUT_DIR/logs/ckpt-agent-R.pprof). Needs ~2.5 GB of memory per rank (state, two versions
 # of two slots in the agent, torch.load's copy) and as much free disk for torch.save's files.
 set -euo pipefail
 
@@ -45,7 +46,8 @@ for r in $(seq 0 $((WORLD - 1))); do PEERS="$PEERS${PEERS:+,}127.0.0.1:$(port)";
 export TRAINWIRE_TOKEN="bench-$$"
 start_agent() {
   "$CKPT" agent --rank "$1" --world "$WORLD" --run-id bench --peers "$PEERS" --socket "$WORK/s$1" \
-    --m 2 --buffer "$BUFFER" --parts 4 --timeout 60s >>"$OUT_DIR/logs/ckpt-agent-$1.log" 2>&1 &
+    --m 2 --buffer "$BUFFER" --parts 4 --timeout 60s ${PROFILE:+--cpu-profile "$OUT_DIR/logs/ckpt-agent-$1.pprof"} \
+    >>"$OUT_DIR/logs/ckpt-agent-$1.log" 2>&1 &
   AGENT[$1]=$!
   PIDS+=($!)
   for _ in $(seq 1 200); do [ -S "$WORK/s$1" ] && return; sleep 0.05; done

@@ -42,6 +42,7 @@ type AgentCmd struct {
 	Grace        time.Duration `help:"With --etcd: how long the root waits for a vanished rank to come back before calling it a hardware failure (0: the TTL)." default:"0s" env:"TRAINWIRE_CKPT_GRACE"`
 	Timeline     string        `help:"Append one JSON line per tick and per replication chunk sent or received (absolute times, Unix ns) to this file: the checkpoint traffic's timeline (bench/ckpt/timeline.py lays it against the trainer's)." env:"TRAINWIRE_CKPT_TIMELINE" type:"path"`
 	Pace         string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
+	CPUProfile   string        `name:"cpu-profile" help:"Write a Go CPU profile of this agent to this file until it stops (go tool pprof)." type:"path"`
 }
 
 // Run serves until interrupted.
@@ -51,6 +52,11 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := cli.StartCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	peers := c.Peers
 	if len(peers) == 0 && env.World == 1 {
 		peers = []string{"127.0.0.1:0"}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"sort"
 
 	"trainwire.dev/lib/cli"
@@ -49,17 +48,11 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	hello = append(hello, fmt.Sprint("average=", c.Average))
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cli.StartCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var statsW *wire.Writer
 	if c.Stats != "" {
 		var out io.Writer = rio.Stderr

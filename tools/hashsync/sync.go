@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -54,7 +53,7 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	if dev != nil {
 		defer dev.Close()
 	}
-	stopProfile, err := startCPUProfile(c.CPUProfile)
+	stopProfile, err := cli.StartCPUProfile(c.CPUProfile)
 	if err != nil {
 		return err
 	}
@@ -91,23 +90,6 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 		return err
 	}
 	return r.finish()
-}
-
-// startCPUProfile starts a Go CPU profile into path (none when empty) and
-// returns what stops it.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // openStats opens the --stats stream (nil when not asked for) and returns
