@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"trainwire.dev/lib/cli/clitest"
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/launch"
@@ -97,10 +97,7 @@ func (p *rankProc) output() string {
 func startRanks(t *testing.T, world int) []*rankProc { return startRanksEnv(t, world, nil) }
 
 func startRanksEnv(t *testing.T, world int, extra []string) []*rankProc {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := clitest.FreePort(t)
 	run := fmt.Sprintf("kill-%d", os.Getpid())
 	procs := make([]*rankProc, world)
 	for r := range world {

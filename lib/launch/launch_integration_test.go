@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,7 +159,7 @@ func TestIntegrationOpenMPI(t *testing.T) {
 func TestIntegrationTorchrun(t *testing.T) {
 	torchrun := lookLauncher(t, "/usr/bin/torchrun", "torchrun")
 	bin := buildPrintenv(t)
-	port := freePort(t)
+	port := clitest.FreePort(t)
 	// Underscore flags are accepted by torch 1.x and 2.x alike. The
 	// redirect mapping for a local rank that does not exist works around
 	// torch 1.13 on Python 3.11, whose default "0" parses to None.
@@ -211,13 +210,4 @@ func TestIntegrationHydra(t *testing.T) {
 	bin := buildPrintenv(t)
 	envs := runLauncher(t, []string{hydra, "-n", "4", bin}, launcherEnv())
 	checkOneNode(t, envs, 4, "pmi", launch.DefaultPort)
-}
-
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

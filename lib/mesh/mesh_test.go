@@ -302,7 +302,7 @@ func TestNonZeroClosesFirst(t *testing.T) {
 
 func TestLateRankZero(t *testing.T) {
 	// Ranks 1 and 2 start first and retry until rank 0 listens.
-	port := freePort(t)
+	port := clitest.FreePort(t)
 	run := "late-zero"
 	cfg := func(r int) mesh.Config {
 		return mesh.Config{Env: launch.Env{Rank: r, World: 3, MasterAddr: "127.0.0.1", MasterPort: port, RunID: run}, Timeout: 10 * time.Second, ConnectTimeout: 20 * time.Second}
@@ -329,13 +329,6 @@ func TestLateRankZero(t *testing.T) {
 	for _, err := range meshtest.CloseAll(ms) {
 		require.NoError(t, err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func TestWrongToken(t *testing.T) {
@@ -453,7 +446,7 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 }
 
 func TestRendezvousTimeout(t *testing.T) {
-	cfg := mesh.Config{Env: launch.Env{Rank: 1, World: 2, MasterAddr: "127.0.0.1", MasterPort: freePort(t)}, ConnectTimeout: 300 * time.Millisecond}
+	cfg := mesh.Config{Env: launch.Env{Rank: 1, World: 2, MasterAddr: "127.0.0.1", MasterPort: clitest.FreePort(t)}, ConnectTimeout: 300 * time.Millisecond}
 	_, err := mesh.Open(context.Background(), cfg)
 	var pe *mesh.PeerError
 	require.ErrorAs(t, err, &pe)

@@ -17,7 +17,7 @@ import unittest
 
 import numpy as np
 
-from tests.tools import REPO, binary, free_port, PYROOT  # noqa: E402
+from tests.tools import REPO, binary, free_launcher_port, free_port, PYROOT  # noqa: E402
 
 from trainwire import wire as W  # noqa: E402
 
@@ -41,7 +41,7 @@ def dlrm(*args, nproc=4):
     """Runs examples/dlrm.py under torchrun; returns rank 0's JSON lines."""
     env = dict(os.environ, PYTHONPATH=PYROOT, TRAINWIRE_BIN=os.path.dirname(binary("hashsync")))
     cmd = [TORCHRUN, "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port",
-           str(free_port()), "--redirects", "9:0", "--tee", "9:0", os.path.join(REPO, "examples", "dlrm.py")] + list(args)
+           str(free_launcher_port()), "--redirects", "9:0", "--tee", "9:0", os.path.join(REPO, "examples", "dlrm.py")] + list(args)
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     if p.returncode != 0:
         raise AssertionError("dlrm.py failed (%d): %s" % (p.returncode, p.stderr.decode()[-3000:]))

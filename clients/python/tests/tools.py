@@ -7,6 +7,7 @@ test is skipped.
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -46,16 +47,59 @@ def free_port():
     return free_ports(1)[0]
 
 
-def free_ports(n):
-    """n distinct TCP ports on 127.0.0.1 that were free a moment ago: every socket stays bound
-    until all n are chosen, so the kernel cannot hand out the same port twice."""
-    socks = []
+def _ephemeral_low():
+    """The first port of the kernel's ephemeral range (32768 when it does not say)."""
     try:
-        for _ in range(n):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_launcher_port():
+    """A port P on 127.0.0.1 such that P and P+1 were free a moment ago (below the ephemeral
+    range): a launcher's MASTER_PORT, torch's store on P and the sidecars' rendezvous on P+1."""
+    first, top = 10000, _ephemeral_low()
+    for _ in range(1000):
+        p = random.randrange(first, top - 1)
+        socks = []
+        try:
+            for q in (p, p + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", q))
+            return p
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free pair of consecutive ports on 127.0.0.1 in [%d, %d)" % (first, top))
+
+
+def free_ports(n):
+    """n distinct TCP ports on 127.0.0.1 that were free a moment ago, drawn from below the
+    ephemeral range (as lib/cli/clitest's): a port the kernel hands out for ("127.0.0.1", 0) is an
+    ephemeral one, which any outgoing connection may take as its source port before the process
+    that was given it binds it. Every socket stays bound until all n are chosen."""
+    first, top = 10000, _ephemeral_low()
+    socks, ports = [], []
+    try:
+        for _ in range(1000 * n):
+            if len(ports) == n:
+                return ports
+            p = random.randrange(first, top)
+            if p in ports:
+                continue
             s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
+            ports.append(p)
+        raise RuntimeError("no %d free ports on 127.0.0.1 in [%d, %d)" % (n, first, top))
     finally:
         for s in socks:
             s.close()
@@ -75,7 +119,7 @@ def have_torch():
 def torchrun(worker, args, world=4, env=None, timeout=400, extra=()):
     """Runs tests/WORKER ARGS under `python -m torch.distributed.run` with world CPU processes
     (trainwire's binaries and this package in the environment); returns (exit code, output)."""
-    port = free_ports(1)[0]   # torch's store; the sidecars' rendezvous takes port+1
+    port = free_launcher_port()   # torch's store; the sidecars' rendezvous takes port+1
     env = dict(os.environ if env is None else env, PYTHONPATH=PYROOT)
     env.setdefault("TRAINWIRE_BIN", os.path.dirname(binary("hashsync")))
     # torch 1.13's launcher spells flags with underscores; its default redirects crash on
@@ -98,7 +142,7 @@ def launch_ranks(worker, args, world=4, env=None):
     (no launcher agent to tear the survivors down when a rank dies), each in its own session so
     a test or the rank itself can kill it with its sidecar. Returns the Popen objects; each
     one's output goes to a temporary file, p.log (read_log)."""
-    port = free_ports(1)[0]
+    port = free_launcher_port()
     procs = []
     for r in range(world):
         e = dict(os.environ if env is None else env, PYTHONPATH=PYROOT, RANK=str(r),

@@ -1,8 +1,6 @@
 package clitest
 
 import (
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,56 +59,4 @@ func build(t testing.TB, tool, file, tags string) string {
 	}
 	built[file] = p
 	return p
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// FreeLauncherPort returns a port P on 127.0.0.1 such that P and P+1 were
-// both free a moment ago: a launcher's MASTER_PORT (torchrun's TCPStore
-// takes P, trainwire's rendezvous P+1, see lib/launch).
-func FreeLauncherPort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		if p < 65535 {
-			if l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1)); err == nil {
-				l2.Close()
-				l.Close()
-				return p
-			}
-		}
-		l.Close()
-	}
-	t.Fatal("no free pair of consecutive ports on 127.0.0.1")
-	return 0
-}
-
-// FreePorts returns n distinct free TCP ports on 127.0.0.1: it holds every
-// listener open until all n are chosen, so the kernel cannot hand out the
-// same port twice (n FreePort calls can).
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"trainwire.dev/lib/cli"
+	"trainwire.dev/lib/cli/clitest"
 	"trainwire.dev/lib/cli/verbs/check"
 )
 
@@ -26,18 +26,11 @@ type rankResult struct {
 	stdout, stderr string
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // runRanks runs `check` for world ranks in this process, each with its own
 // CLI struct and IO, and returns their exit codes and outputs.
 func runRanks(t *testing.T, world int, args func(r int) []string) []rankResult {
 	t.Helper()
-	port := freePort(t)
+	port := clitest.FreePort(t)
 	res := make([]rankResult, world)
 	var wg sync.WaitGroup
 	for r := range world {
