@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from tests.tools import binary  # noqa: E402
+from tests.tools import binary, stop_process  # noqa: E402
 
 from trainwire.serve import Sidecar, SidecarError, find_binary  # noqa: E402
 
@@ -65,7 +65,7 @@ class ServeClient(unittest.TestCase):
     def test_silent_sidecar_times_out(self):
         with start(timeout=1.5) as sc:
             seg = sc.client.segment(4096)
-            os.kill(sc.proc.pid, signal.SIGSTOP)
+            stop_process(sc.proc.pid)
             try:
                 t0 = time.monotonic()
                 with self.assertRaises(SidecarError) as cm:

@@ -9,10 +9,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -54,6 +56,28 @@ def _ephemeral_low():
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
+
+
+def stop_process(pid, timeout=10):
+    """SIGSTOPs pid and returns once every one of its threads is stopped. kill() only queues the
+    signal: the stop reaches the other threads when the thread that takes it runs, and on a
+    loaded machine the others may go on for milliseconds (a sidecar answered a request after
+    os.kill(pid, SIGSTOP) had returned)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    task = "/proc/%d/task" % pid
+    while time.monotonic() < deadline:
+        states = []
+        for t in os.listdir(task):
+            try:
+                with open(os.path.join(task, t, "stat")) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.001)
+    raise RuntimeError("process %d not stopped %d s after SIGSTOP" % (pid, timeout))
 
 
 def free_launcher_port():
