@@ -87,14 +87,20 @@ def init(args):
 
 
 def finish():
-    """Leaves torch.distributed in order once every rank is done: a barrier, so that no rank tears
-    its gloo connections down while another still uses them, then destroy_process_group. Without
-    it, Debian's torch 1.13 can abort a rank at interpreter exit after the training succeeded
-    ("terminate called without an active exception", SIGABRT, exit -6): `make demo` failed on
-    that once in its profiling stage (2026-11-28)."""
+    """Ends a rank whose training succeeded: a barrier, so that every rank is done with its
+    gloo connections, then the process leaves at once (os._exit(0), standard streams flushed)
+    without torch's C++ teardown. Debian's torch 1.13 has two races there at the end of a DDP
+    run: a rank can abort at interpreter exit ("terminate called without an active exception",
+    SIGABRT: `make demo`'s profiling stage, 2026-11-28), and destroying the process group from the
+    garbage collector can deadlock, ~ProcessGroupGloo joining a worker thread that waits for the
+    GIL to free a tensor while the joining thread holds it (`make test-demo` hung in its DDP stage,
+    2026-11-28; gdb showed both threads). Everything this process writes is flushed by then:
+    metrics lines as they are written, sidecars and checkpoints closed by the caller."""
     if dist.is_initialized():
         dist.barrier()
-        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class Sync:
