@@ -13,7 +13,7 @@ FUZZTIME ?= 60s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X trainwire.dev/lib/cli.Version=$(VERSION)
 
-.PHONY: all deps build test test-go test-race-short test-purego test-python test-demo fuzz fuzz-short bench demo lint race clean \
+.PHONY: all deps build test test-go test-race-short test-purego test-python test-demo fuzz fuzz-short bench bench-limits demo lint race clean \
 	deps-cuda cuda cuda-test-bins ptx test-cudaemu test-gpu-emu
 
 all: build
@@ -27,8 +27,8 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix trainwire.dev/tools/,$(TOOLS))
 
-## test: unit, property, multi-process and interop tests, then a short fuzz pass
-test: deps build test-go test-race-short test-purego test-gpu-emu test-python test-demo fuzz-short
+## test: lint, then unit, property, multi-process and interop tests, then a short fuzz pass
+test: deps build lint test-go test-race-short test-purego test-gpu-emu test-python test-demo fuzz-short
 
 ## test-go: every Go package; the srun/sbatch tests run against a single-node Slurm cluster that
 ## scripts/slurm.sh starts for the run and stops after (if it cannot, it prints why and they skip)
@@ -95,14 +95,23 @@ bench: deps build
 	bash bench/ckpt/persist.sh
 	bash bench/train/run.sh
 
+## bench-limits: the performance targets in one run (zen vs its lower bound and torch, the ring vs
+## the TCP ceiling and gloo, restore vs the link and torch.load, RNA-H vs RNA): bench/limits/run.sh
+bench-limits: deps build
+	bash bench/limits/run.sh
+
 ## demo: the main job on its embedded default
 demo: deps build
 	bash pipelines/demo.sh
 
-## lint: formatting and vet
+## lint: formatting, vet, and every module's go.mod and go.sum tidy on its own (GOWORK=off: a
+## tool module must build outside the workspace too, through its replace of ../../lib)
 lint:
 	@test -z "$$(gofmt -l lib tools)" || { gofmt -l lib tools; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
+	@for m in lib $(addprefix tools/,$(TOOLS)); do \
+	  (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "lint: $$m: go.mod/go.sum not tidy (run: cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
+	done
 
 ## deps-cuda: CUDA 11.8 toolkit, headers and link stub from Debian non-free (large; not part of `make test`)
 deps-cuda:

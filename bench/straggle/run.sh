@@ -17,7 +17,8 @@
 #
 # Environment: STRAGGLE (default: built from source into a temp dir), COMPUTE (20ms), DELAY (20ms),
 # SEEDS (3), HET_SLOW (8: part 3's slowdown, large enough that the ζ > v rule splits the groups),
-# PARTS ("1 2 3": which parts to run; the table reads the others' reports from an earlier run),
+# PARTS ("1 2 3": which parts to run; the table shows every part whose reports are in OUT_DIR,
+# from this run or an earlier one),
 # OUT_DIR (<repo>/out/bench). Output: a table on stdout, JSON reports in $OUT_DIR/straggle/.
 # Loopback only (no cluster), so no lock on the shared emulated cluster is needed; the machine's
 # other load shows in the absolute times, the ratios are measured in the same run.
@@ -103,7 +104,7 @@ done
 
 fi
 "$PY" - "$OUT_DIR" "$SEEDS" "$SLOW" "$HET_SLOW" "$WORLD" <<'PY'
-import json, sys
+import json, os, sys
 d, seeds, slow, het, world = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 def rep(n, r=0): return json.load(open(f"{d}/{n}-r{r}.json"))
 def first_to_target(n):
@@ -111,32 +112,36 @@ def first_to_target(n):
     ts = [rep(n, r)["time_to_target_s"] for r in range(world)]
     ts = [t for t in ts if t >= 0]
     return min(ts) if ts else float("nan")
-rows = [("RNA (q=2), no straggler", "rna-even"), (f"RNA (q=2), rank 0 x{slow}", "rna-slow"),
-        ("ours allreduce, no straggler", "ar-even"), (f"ours allreduce, rank 0 x{slow}", "ar-slow"),
-        ("gloo allreduce, no straggler", "gloo-even"), (f"gloo allreduce, rank 0 x{slow}", "gloo-slow"),
-        (f"groups (size 2), rank 0 x{slow}", "groups-slow")]
-base = rep("rna-even")["round_ms_mean"]
-rs = rep("rna-slow")["round_ms_mean"]
-print(f"{'run':34s} {'round ms mean':>14s} {'p50':>8s} {'Σw/round':>9s} {'vs RNA slow':>12s}")
-for label, n in rows:
-    r = rep(n)
-    print(f"{label:34s} {r['round_ms_mean']:14.2f} {r['round_ms_p50']:8.2f} {r['contributors_mean']:9.2f} {r['round_ms_mean']/rs:11.2f}x")
-print(f"\nRNA with straggler / RNA without: {rs/base:.2f}x (target <= 1.3x)")
-print(f"ours allreduce with straggler / RNA with straggler: {rep('ar-slow')['round_ms_mean']/rs:.2f}x (target >= 3x)")
-print(f"gloo allreduce with straggler / RNA with straggler: {rep('gloo-slow')['round_ms_mean']/rs:.2f}x (target >= 3x)")
-print(f"\ntime to loss 0.5 (toy, rank 0 x{slow}), mean of {seeds} seeds:")
+def have(n): return os.path.exists(f"{d}/{n}-r0.json")
 tt = {}
-for impl in ("rna", "ar", "gloo"):
-    xs = [rep(f"toy-{impl}-{s}") for s in range(1, seeds + 1)]
-    t = [x["time_to_target_s"] for x in xs]
-    k = [x["rounds_to_target"] for x in xs]
-    tt[impl] = sum(t) / len(t)
-    print(f"  {impl:5s} {tt[impl]:7.3f} s  rounds {sum(k)/len(k):6.1f}  per seed {['%.3f' % v for v in t]}")
-print(f"  speedup of RNA: {tt['ar']/tt['rna']:.2f}x over ours allreduce, {tt['gloo']/tt['rna']:.2f}x over gloo")
-print(f"\ntime to loss 0.5 (toy, ranks 2,3 x{het}: two speed classes), mean of {seeds} seeds:")
-for impl in ("rna", "rnah", "ar"):
-    t = [first_to_target(f"het-{impl}-{s}") for s in range(1, seeds + 1)]
-    tt[impl] = sum(t) / len(t)
-    print(f"  {impl:5s} {tt[impl]:7.3f} s  per seed {['%.3f' % v for v in t]}")
-print(f"  speedup over ours allreduce: rna {tt['ar']/tt['rna']:.2f}x, rna-h {tt['ar']/tt['rnah']:.2f}x; rna-h over rna {tt['rna']/tt['rnah']:.2f}x")
+if have("rna-even"):
+    rows = [("RNA (q=2), no straggler", "rna-even"), (f"RNA (q=2), rank 0 x{slow}", "rna-slow"),
+            ("ours allreduce, no straggler", "ar-even"), (f"ours allreduce, rank 0 x{slow}", "ar-slow"),
+            ("gloo allreduce, no straggler", "gloo-even"), (f"gloo allreduce, rank 0 x{slow}", "gloo-slow"),
+            (f"groups (size 2), rank 0 x{slow}", "groups-slow")]
+    base = rep("rna-even")["round_ms_mean"]
+    rs = rep("rna-slow")["round_ms_mean"]
+    print(f"{'run':34s} {'round ms mean':>14s} {'p50':>8s} {'Σw/round':>9s} {'vs RNA slow':>12s}")
+    for label, n in rows:
+        r = rep(n)
+        print(f"{label:34s} {r['round_ms_mean']:14.2f} {r['round_ms_p50']:8.2f} {r['contributors_mean']:9.2f} {r['round_ms_mean']/rs:11.2f}x")
+    print(f"\nRNA with straggler / RNA without: {rs/base:.2f}x (target <= 1.3x)")
+    print(f"ours allreduce with straggler / RNA with straggler: {rep('ar-slow')['round_ms_mean']/rs:.2f}x (target >= 3x)")
+    print(f"gloo allreduce with straggler / RNA with straggler: {rep('gloo-slow')['round_ms_mean']/rs:.2f}x (target >= 3x)")
+if have("toy-rna-1"):
+    print(f"\ntime to loss 0.5 (toy, rank 0 x{slow}), mean of {seeds} seeds:")
+    for impl in ("rna", "ar", "gloo"):
+        xs = [rep(f"toy-{impl}-{s}") for s in range(1, seeds + 1)]
+        t = [x["time_to_target_s"] for x in xs]
+        k = [x["rounds_to_target"] for x in xs]
+        tt[impl] = sum(t) / len(t)
+        print(f"  {impl:5s} {tt[impl]:7.3f} s  rounds {sum(k)/len(k):6.1f}  per seed {['%.3f' % v for v in t]}")
+    print(f"  speedup of RNA: {tt['ar']/tt['rna']:.2f}x over ours allreduce, {tt['gloo']/tt['rna']:.2f}x over gloo")
+if have("het-rna-1"):
+    print(f"\ntime to loss 0.5 (toy, ranks 2,3 x{het}: two speed classes), mean of {seeds} seeds:")
+    for impl in ("rna", "rnah", "ar"):
+        t = [first_to_target(f"het-{impl}-{s}") for s in range(1, seeds + 1)]
+        tt[impl] = sum(t) / len(t)
+        print(f"  {impl:5s} {tt[impl]:7.3f} s  per seed {['%.3f' % v for v in t]}")
+    print(f"  speedup over ours allreduce: rna {tt['ar']/tt['rna']:.2f}x, rna-h {tt['ar']/tt['rnah']:.2f}x; rna-h over rna {tt['rna']/tt['rnah']:.2f}x")
 PY
