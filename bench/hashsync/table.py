@@ -56,12 +56,12 @@ def load(path):
 
 def med_ours(ours, key, chosen=False):
     """median over steps (the first is warm-up) of the slowest rank's time; chosen: only the
-    steps after auto's choice (no rank profiling)."""
+    steps after auto's choice (no rank profiling or timing its trial candidate)."""
     ts = []
     for step, ranks in ours[key].items():
         if step == 0:
             continue
-        if chosen and any(r.get("scheme") == "profile" for r in ranks.values()):
+        if chosen and any(r.get("scheme") == "profile" or r.get("choice") in ("profile", "trial") for r in ranks.values()):
             continue
         ts.append(max(r["values"].get("time_s.total", 0) + r["values"].get("time_s.output", 0) for r in ranks.values()))
     return statistics.median(ts) if ts else float("nan")
@@ -154,7 +154,7 @@ def main():
             m = med_ours(ours, k)
             note = ""
             if k[1] == "auto":
-                ch = {r.get("choice") for s in ours[k].values() for r in s.values()} - {"", "profile"}
+                ch = {r.get("choice") for s in ours[k].values() for r in s.values()} - {"", "profile", "trial"}
                 note = "chose " + ",".join(sorted(ch))
                 post = med_ours(ours, k, chosen=True)
                 if post == post:  # not nan

@@ -159,7 +159,7 @@ def zen(t, d, rate, B):
         ak = (n, "auto", "sparse")
         if ak not in ours or not meds:
             continue
-        chose = sorted({r.get("choice") for s in ours[ak].values() for r in s.values()} - {"", "profile", None})
+        chose = sorted({r.get("choice") for s in ours[ak].values() for r in s.values()} - {"", "profile", "trial", None})
         best = min(meds, key=meds.get)
         post = h.med_ours(ours, ak, chosen=True)
         if not chose or post != post:
