@@ -81,3 +81,61 @@ func TestAutoKeepsTheFaster(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoSwitchWhilePreparing runs Prepare the way hashsync sync does,
+// the next tensor's on another goroutine while the current one syncs. When
+// auto settles on zen after timing sparcml, the tensor prepared during the
+// last trial (for sparcml: nothing hashed) is prepared again inside Sync,
+// while the next one is being prepared for zen: the two must not share the
+// hasher at once (a crash at n = 8 in bench/limits, "index out of range"
+// in preparePS; the race detector of make test-race-short sees it here).
+// Every step's result is the reference sum.
+func TestAutoSwitchWhilePreparing(t *testing.T) {
+	const n, iters = 4, 7
+	cfg := DefaultConfig("auto")
+	cfg.ProfileIters, cfg.Trials, cfg.Seed = 1, 2, 5
+	tensor := func(it, r int) *Tensor {
+		return randTensor(rand.New(rand.NewPCG(uint64(it), uint64(r))), "w", 40000, 4, 0.05, true)
+	}
+	results := make([][]*Tensor, n)
+	stats := make([][]*Stats, n)
+	errs := runAll(t, n, cfg, func(r int, s *Syncer) error {
+		s.slow = func(scheme string) time.Duration {
+			if scheme == "sparcml" {
+				return 300 * time.Millisecond
+			}
+			return 0
+		}
+		p := s.Prepare(tensor(0, r))
+		for it := range iters {
+			next := make(chan *Prepared, 1)
+			go func() { next <- s.Prepare(tensor(it+1, r)) }()
+			out, st, err := s.Sync(context.Background(), p)
+			if err != nil {
+				<-next
+				return fmt.Errorf("sync %d: %w", it, err)
+			}
+			results[r] = append(results[r], out)
+			stats[r] = append(stats[r], st)
+			p = <-next
+		}
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for it := range iters {
+		ts := make([]*Tensor, n)
+		for r := range n {
+			ts[r] = tensor(it, r)
+		}
+		want, err := Reference(ts)
+		require.NoError(t, err)
+		for r := range n {
+			equalBits(t, want, results[r][it], fmt.Sprintf("step %d, rank %d (%s)", it, r, stats[r][it].Scheme))
+		}
+	}
+	for r := range n {
+		require.Equal(t, "zen", stats[r][iters-1].Scheme, "rank %d settles on zen", r)
+	}
+}

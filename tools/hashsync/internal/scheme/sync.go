@@ -123,6 +123,10 @@ type Syncer struct {
 	meta  *mesh.Phase
 	ph    map[string]*mesh.Phase
 
+	// prepMu serializes Prepare: its hasher, bucketer and scratch are
+	// shared, and Sync prepares again (when auto changed its mind) while
+	// the caller may be preparing the next tensor on another goroutine.
+	prepMu   sync.Mutex
 	hasher   Hasher
 	bucketer zen.Bucketer
 	residual map[string][]float32 // hitopk error feedback, per tensor
@@ -287,9 +291,12 @@ type Prepared struct {
 
 // Prepare does the local part of synchronizing t (for zen: Algorithm 1 and
 // the COO encoding of the n push messages). It does not touch the network,
-// so it may run on another goroutine while Sync communicates; calls to
-// Prepare must not overlap each other.
+// so it may run on another goroutine while Sync communicates; concurrent
+// calls (the caller's, and Sync's own when auto switched schemes after t
+// was prepared) take turns.
 func (s *Syncer) Prepare(t *Tensor) *Prepared {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
 	t0 := time.Now()
 	p := &Prepared{T: t, scheme: s.schemeFor(t.Name)}
 	p.stats.Times = map[string]float64{}
