@@ -102,7 +102,7 @@ func TestAutoSwitchWhilePreparing(t *testing.T) {
 	errs := runAll(t, n, cfg, func(r int, s *Syncer) error {
 		s.slow = func(scheme string) time.Duration {
 			if scheme == "sparcml" {
-				return 300 * time.Millisecond
+				return 800 * time.Millisecond
 			}
 			return 0
 		}
