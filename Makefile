@@ -37,11 +37,13 @@ test-go:
 	TRAINWIRE_REQUIRE_SLURM=$$req TRAINWIRE_BIN=$(BIN) TRAINWIRE_REQUIRE_PYTHON=1 $(GO) test -count=1 -timeout 15m $(PKGS); \
 	rc=$$?; bash scripts/slurm.sh stop; exit $$rc
 
-## test-race-short: the concurrent hot paths under the race detector (Zen's CAS partitioner and
-## the sync schemes: no index lost); `make race` runs everything
+## test-race-short: the concurrent hot paths under the race detector (Zen's CAS partitioner, the
+## sync schemes: no index lost, and compressor sync's encode-while-exchanging buckets); `make race`
+## runs everything
 test-race-short:
 	cd lib && $(GO) test -race -count=1 ./zen/
 	cd tools/hashsync && $(GO) test -race -count=1 ./internal/scheme/
+	cd tools/compressor && $(GO) test -race -count=1 ./internal/csync/
 
 ## test-purego: the portable build (no unsafe views, as on big-endian hosts) of the packages that
 ## read and write tensors in byte buffers, against the same tests

@@ -249,13 +249,16 @@ func (s *Syncer) runBuckets(ctx context.Context, bs []*bucket, serial bool) erro
 	wg.Go(func() {
 		defer close(ready)
 		for _, b := range bs {
-			b.err = s.prepare(b)
+			// b belongs to the exchanging loop once sent (it sets b.err
+			// too): this goroutine reads its own error, not b's.
+			err := s.prepare(b)
+			b.err = err
 			select {
 			case ready <- b:
 			case <-ctx.Done():
 				return
 			}
-			if b.err != nil {
+			if err != nil {
 				return
 			}
 		}
