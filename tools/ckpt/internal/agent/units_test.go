@@ -265,10 +265,11 @@ func TestListenPeersWaitsForThePort(t *testing.T) {
 	require.Equal(t, a.cfg.Peers[0], l.Addr().String())
 	l.Close()
 
-	held, err = net.Listen("tcp", "127.0.0.1:0")
+	// A listener of its own: the timer's closure still reads held.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer held.Close()
-	a.cfg.Peers[0], a.cfg.Timeout = held.Addr().String(), 200*time.Millisecond
+	defer busy.Close()
+	a.cfg.Peers[0], a.cfg.Timeout = busy.Addr().String(), 200*time.Millisecond
 	_, err = a.listenPeers()
 	require.ErrorIs(t, err, syscall.EADDRINUSE)
 }
