@@ -50,12 +50,14 @@ def emit(**kw):
 
 
 def state_copier(sd):
-    """A restore_shm callback that copies the shard's bytes into the state's tensors, in order."""
-    def copy_out(buf):
+    """A streamed restore_shm callback that copies the shard's bytes into the state's tensors, in
+    order, each as soon as it has arrived."""
+    def copy_out(buf, ready):
         src = np.frombuffer(buf, dtype=np.uint8)
         off = 0
         for t in sd.values():
             n = t.numel() * 4
+            ready(off + n)
             np.copyto(t.numpy().reshape(-1).view(np.uint8), src[off:off + n])
             off += n
         del src
@@ -86,7 +88,7 @@ def main():
 
         copy_out = state_copier(sd)
         t0 = time.perf_counter()
-        it, src = agent.restore_shm(copy_out)
+        it, src = agent.restore_shm(copy_out, stream=True)
         t_peer = time.perf_counter() - t0
         t0 = time.perf_counter()
         loaded = torch.load(path)
@@ -135,7 +137,7 @@ def main():
     copy_out = state_copier(sd)
     barrier(a.dir, "rs", a.rank, a.world)
     t0 = time.perf_counter()
-    it, src = agent.restore_shm(copy_out)
+    it, src = agent.restore_shm(copy_out, stream=True)
     t_local = time.perf_counter() - t0
     t0 = time.perf_counter()
     loaded = torch.load(path)

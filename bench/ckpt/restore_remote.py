@@ -55,7 +55,7 @@ def restore(a, sd):
     while not (os.path.exists(a.socket) and os.path.exists(a.started)):
         time.sleep(0.001)
     agent = Agent(a.socket)
-    it, src = agent.restore_shm(copy_out)
+    it, src = agent.restore_shm(copy_out, stream=True)
     t_peer = time.time() - float(open(a.started).read())
     agent.close()
     ok_peer = all(torch.equal(want[k], sd[k]) for k in sd)

@@ -259,9 +259,20 @@ func (c *cluster) restore(r int, want []byte, wantIter int64, where string, args
 // want (iteration iter) from a peer's memory: fetched by the restore, or by
 // the agent itself when it started (it then says so in its log and the
 // restore reads local memory).
-func (c *cluster) restoreReplacement(r int, want []byte, iter int64) {
+//
+// With "--shm", the restore goes through shared memory into a file.
+func (c *cluster) restoreReplacement(r int, want []byte, iter int64, args ...string) {
 	c.t.Helper()
-	out, stderr, code := c.run(r, nil, "restore")
+	var out []byte
+	var stderr string
+	var code int
+	if len(args) > 0 && args[0] == "--shm" {
+		file := filepath.Join(c.dir, fmt.Sprintf("restored-%d", r))
+		_, stderr, code = c.run(r, nil, "restore", "--shm", "-o", file)
+		out, _ = os.ReadFile(file)
+	} else {
+		out, stderr, code = c.run(r, nil, "restore")
+	}
 	if code != 0 || !bytes.Equal(out, want) || !strings.Contains(stderr, fmt.Sprintf("restored iteration %d ", iter)) {
 		c.t.Fatalf("rank %d's replacement: restore exit %d, %d bytes (want iteration %d, %d bytes): %s", r, code, len(out), iter, len(want), stderr)
 	}
@@ -370,7 +381,7 @@ func TestE2EFormats(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("restored %d frames, want 3", n)
 	}
-	if _, err := c.client(1).Restore(-1, "frames", nil, wire.NewWriter(io.Discard, "t"), nil, nil); err != nil {
+	if _, err := c.client(1).Restore(-1, "frames", nil, wire.NewWriter(io.Discard, "t"), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -494,9 +505,10 @@ func TestE2EKillReceiver(t *testing.T) {
 	if _, stderr, code := c.run(2, nil, "restore", "--iter", "2"); code == 0 || !strings.Contains(stderr, "not committed") {
 		t.Fatalf("iteration 2 restorable after its replication failed: exit %d: %s", code, stderr)
 	}
-	// A replacement agent takes rank 1 and gets its shard from rank 0.
+	// A replacement agent takes rank 1 and gets its shard from rank 0,
+	// through shared memory (a streamed restore).
 	c.start(1, nil)
-	c.restoreReplacement(1, shard(1, 1, small), 1)
+	c.restoreReplacement(1, shard(1, 1, small), 1, "--shm")
 	// The replacement kept what it fetched: the next restore is local.
 	c.restore(1, shard(1, 1, small), 1, "from local memory")
 }

@@ -274,7 +274,7 @@ func (f *faults) restoreSame(round int, old, new int64) int64 {
 	for r := 0; r < c.n; r++ {
 		cl := c.client(r)
 		var out bytes.Buffer
-		res, err := cl.Restore(-1, "chunks", &out, nil, nil, nil)
+		res, err := cl.Restore(-1, "chunks", &out, nil, nil)
 		cl.Close()
 		if err != nil {
 			c.t.Fatalf("round %d: rank %d restore: %v", round, r, err)

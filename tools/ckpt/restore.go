@@ -83,16 +83,12 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 		if file == nil {
 			return cli.WithCode(cli.ExitUsage, errors.New("--shm needs --output FILE"))
 		}
-		res, err = cl.Restore(iter, "shm", nil, nil, nil, func(b []byte) error {
-			if err := file.Truncate(int64(len(b))); err != nil {
-				return err
-			}
-			_, err := file.WriteAt(b, 0)
-			return err
+		res, err = cl.RestoreShm(iter, func(b []byte, ready func(int64) error) error {
+			return writeAsReady(file, b, ready)
 		})
 	case c.Format == "frames":
 		w := wire.NewWriter(bw, "ckpt/"+cli.Version)
-		res, err = cl.Restore(iter, "frames", nil, w, nil, nil)
+		res, err = cl.Restore(iter, "frames", nil, w, nil)
 		if err == nil {
 			err = w.Close()
 		}
@@ -105,12 +101,12 @@ func (c *RestoreCmd) Run(rio *cli.IO) error {
 			}
 			ds = append(ds, d)
 			return nil
-		}, nil)
+		})
 		if err == nil {
 			err = safetensors.Write(bw, ds)
 		}
 	default:
-		res, err = cl.Restore(iter, "chunks", bw, nil, nil, nil)
+		res, err = cl.Restore(iter, "chunks", bw, nil, nil)
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -227,4 +223,23 @@ func convertShard(data []byte, format, want string, w io.Writer) error {
 		return safetensors.Write(w, ds)
 	}
 	return cli.WithCode(cli.ExitBadInput, fmt.Errorf("the shard was saved as %s bytes, not tensors; restore it with --format bytes", format))
+}
+
+// writeAsReady writes a streamed restore's buffer b to f piece by piece,
+// each as soon as the agent says it arrived.
+func writeAsReady(f *cli.AtomicFile, b []byte, ready func(int64) error) error {
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return err
+	}
+	const piece = 8 << 20
+	for off := 0; off < len(b); off += piece {
+		end := min(off+piece, len(b))
+		if err := ready(int64(end)); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(b[off:end], int64(off)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -89,6 +89,16 @@ class CkptAgentTest(_Agents):
         self.assertEqual((it, src), (10, "local"))
         want = b"".join(a.tobytes() for a in states[1])
         self.assertEqual(got["b"], want)
+        # Streamed: the buffer at once, ready(n) before each piece is read.
+        pieces = []
+
+        def copy(buf, ready):
+            for off in range(0, len(buf), 1000):
+                ready(off + 1000)
+                pieces.append(bytes(buf[off:off + 1000]))
+        it, src = agents[1].restore_shm(copy, stream=True)
+        self.assertEqual((it, src), (10, "local"))
+        self.assertEqual(b"".join(pieces), want)
         # Tensor frames in, the same frames back.
         for r in range(2):
             agents[r].save_frames(11, [wire.dense("w", np.arange(10, dtype=np.float32) * r, step=11, rank=r)])

@@ -11,6 +11,7 @@ it in the background.
     a.save_shm(it, [t.numpy() for t in model.state_dict().values()])   # stall: one memcpy
     a.wait(it)                                                          # optional: global commit
     it, src = a.restore_shm(lambda buf: ...)                            # buf: memoryview
+    it, src = a.restore_shm(lambda buf, ready: ..., stream=True)        # copy as it lands
 
 With `ckpt agent --interleave`, tick at every iteration's start and wrap the training
 communication so the agent keeps checkpoint traffic out of it (Algorithm 6.2's idle spans):
@@ -37,6 +38,77 @@ class AgentError(Exception):
     def __init__(self, code, msg):
         super().__init__(msg)
         self.code = code
+
+
+class _Moved(Exception):
+    """The agent moved a streamed restore to another buffer (.meta: its answer)."""
+
+    def __init__(self, meta):
+        super().__init__("the restore moved to another buffer (%s)" % meta.get("source"))
+        self.meta = meta
+
+
+class _ShmStream:
+    """One buffer of a streamed shared-memory restore: mapped at once, filled as the agent's
+    "progress" messages say, checked when "done" comes."""
+
+    def __init__(self, agent, m):
+        self.agent = agent
+        self.size = int(m["len"])
+        self.done = m.get("stream") != "1"  # an agent that does not stream answers when all is in
+        self.ready = self.size if self.done else int(m.get("ready", 0))
+        if not 0 <= self.ready <= self.size:
+            raise AgentError("bad_input", "restore answer: ready %s of %d bytes" % (m.get("ready"), self.size))
+        self.mm = None
+        if self.size:
+            try:
+                fd = os.open(m["path"], os.O_RDONLY)
+            except OSError:
+                if not self.done:
+                    agent.recv()  # the agent gave up on the buffer: its error says why
+                raise
+            try:
+                self.mm = mmap.mmap(fd, self.size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                    prot=mmap.PROT_READ)
+            finally:
+                os.close(fd)
+        self.view = memoryview(self.mm) if self.mm is not None else memoryview(b"")
+
+    def wait(self, n):
+        """Blocks until the first n bytes of the buffer are in."""
+        n = min(n, self.size)
+        while self.ready < n:
+            self._next()
+
+    def finish(self):
+        """Waits for the agent's verdict on the whole shard."""
+        while not self.done:
+            self._next()
+
+    def _next(self):
+        if self.done:
+            raise AgentError("bad_input", "restore: the agent ended the stream")
+        m, _ = self.agent.recv()
+        op = m.get("op")
+        if op == "moved":
+            raise _Moved(m)
+        if op not in ("progress", "done"):
+            raise AgentError("bad_input", "restore: %r message in a streamed restore" % op)
+        n = int(m.get("ready", -1))
+        if not self.ready <= n <= self.size or (op == "done" and n != self.size):
+            raise AgentError("bad_input", "restore progress %s after %d of %d bytes" % (m.get("ready"), self.ready, self.size))
+        self.ready, self.done = n, op == "done"
+
+    def close(self):
+        try:
+            self.view.release()
+        except BufferError:  # use kept a view of it: the mapping goes when that does
+            return
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
 
 
 class Agent:
@@ -193,25 +265,39 @@ class Agent:
         self.send(meta)
         return self.recv()
 
-    def restore_shm(self, use, it=None):
-        """Maps the restored shard read-only and calls use(memoryview); returns (iter, source)."""
-        m, _ = self._restore("shm", it)
-        size = int(m["len"])
-        if size:
-            fd = os.open(m["path"], os.O_RDONLY)
-            try:
-                mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
-            finally:
-                os.close(fd)
-            try:
-                use(memoryview(mm))
-            finally:
-                try:
-                    mm.close()
-                except BufferError:
-                    pass
+    def restore_shm(self, use, it=None, stream=False):
+        """Restores iteration it (the latest committed when None) through the agent's shared
+        memory, mapped read-only, and returns (iter, source).
+
+        stream=False: use(buf) once the whole shard is in and checked (buf: memoryview).
+        stream=True: use(buf, ready) as soon as the agent has the buffer the shard lands in;
+        ready(n) blocks until its first n bytes are there, so a shard fetched from a peer is
+        copied out while the rest is on the wire. The agent may move the restore to another
+        buffer (the peer it fetched from failed, another serves it): use is then called again
+        from the start. What use copied is the checkpoint only if restore_shm returns: the agent
+        checked the whole shard against its commit record (AgentError otherwise)."""
+        meta = {"op": "restore", "mode": "shm", "stream": "1"}
+        if it is None:
+            meta["latest"] = "1"
         else:
-            use(memoryview(b""))
+            meta["iter"] = it
+        self.send(meta)
+        m, _ = self.recv()
+        while True:
+            st = _ShmStream(self, m)
+            try:
+                if stream:
+                    use(st.view, st.wait)
+                else:
+                    st.finish()
+                    use(st.view)
+                st.finish()
+            except _Moved as mv:
+                m = mv.meta
+                continue
+            finally:
+                st.close()
+            break
         self.send({"op": "release"})
         self.recv()
         return int(m["iter"]), m["source"]

@@ -77,15 +77,20 @@ def pack_state(state):
     return out
 
 
-def unpack_state(buf):
-    """The state pack_state laid out, from a buffer (memoryview); tensors are copies."""
+def unpack_state(buf, ready=None):
+    """The state pack_state laid out, from a buffer (memoryview); tensors are copies. ready(n),
+    if given, is called before the first n bytes are read (a streamed restore: it blocks until
+    they have arrived)."""
     buf = memoryview(buf)
+    ready = ready or (lambda n: None)
+    ready(16)
     if bytes(buf[:8]) != _MAGIC:
         raise ValueError("not a trainwire.torch checkpoint (magic %r)" % bytes(buf[:8]))
     n = struct.unpack_from("<Q", buf, 8)[0]
     if 16 + n > len(buf):
         raise ValueError("skeleton of %d bytes in a shard of %d" % (n, len(buf)))
     base = (16 + n + _ALIGN - 1) // _ALIGN * _ALIGN
+    ready(16 + n)
 
     def ext(code, data):
         if code != _EXT_TENSOR:
@@ -93,6 +98,7 @@ def unpack_state(buf):
         dtype, shape, start, nbytes = msgpack.unpackb(data)
         if base + start + nbytes > len(buf):
             raise ValueError("tensor at %d+%d past the shard's %d bytes" % (base + start, nbytes, len(buf)))
+        ready(base + start + nbytes)
         raw = torch.from_numpy(np.frombuffer(buf, np.uint8, count=nbytes, offset=base + start).copy())
         dt = getattr(torch, dtype)
         if nbytes == 0:
@@ -191,7 +197,8 @@ class Checkpointer:
         it; 0 when the job has none (a fresh start). The agent rolls the job back to it."""
         got = {}
         try:
-            it, src = self.agent().restore_shm(lambda buf: got.update(st=unpack_state(buf)))
+            it, src = self.agent().restore_shm(lambda buf, ready: got.update(st=unpack_state(buf, ready)),
+                                               stream=True)
         except AgentError as e:
             if _nothing_saved(e):
                 self.restored = (0, None)

@@ -164,18 +164,24 @@ func (c *Client) Wait(iter int64, d time.Duration) (Result, error) {
 	return m, err
 }
 
-// Restore asks for the latest committed iteration (iter < 0) or iter.
-// Mode "chunks" writes the shard's bytes to w; "frames" writes the saved
-// data frames to fw, or passes them to each when fw is nil; "shm" maps the
-// agent's buffer and passes it to use.
-func (c *Client) Restore(iter int64, mode string, w io.Writer, fw *wire.Writer, each func(wire.Frame) error, use func([]byte) error) (Result, error) {
+// restoreMeta is the request for iteration iter (< 0: the latest
+// committed one) in mode.
+func restoreMeta(iter int64, mode string) map[string]string {
 	m := map[string]string{kOp: "restore", kMode: mode}
 	if iter < 0 {
 		m[kLatest] = "1"
 	} else {
 		m[kIter] = itoa(iter)
 	}
-	if err := c.cn.send(m); err != nil {
+	return m
+}
+
+// Restore asks for the latest committed iteration (iter < 0) or iter.
+// Mode "chunks" writes the shard's bytes to w; "frames" writes the saved
+// data frames to fw, or passes them to each when fw is nil (shared
+// memory: RestoreShm).
+func (c *Client) Restore(iter int64, mode string, w io.Writer, fw *wire.Writer, each func(wire.Frame) error) (Result, error) {
+	if err := c.cn.send(restoreMeta(iter, mode)); err != nil {
 		return nil, err
 	}
 	r, err := c.cn.header(0)
@@ -189,34 +195,7 @@ func (c *Client) Restore(iter int64, mode string, w io.Writer, fw *wire.Writer, 
 	size, _ := metaInt(r, kLen)
 	switch mode {
 	case "shm":
-		if _, err := c.cn.rest(); err != nil {
-			return nil, err
-		}
-		if size > 0 {
-			f, err := os.Open(r[kPath])
-			if err != nil {
-				return nil, err
-			}
-			mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
-			err = use(mem)
-			_ = unix.Munmap(mem)
-			if err != nil {
-				return nil, err
-			}
-		} else if err := use(nil); err != nil {
-			return nil, err
-		}
-		if err := c.cn.send(map[string]string{kOp: "release"}); err != nil {
-			return nil, err
-		}
-		if _, _, err := c.cn.recv(0); err != nil {
-			return nil, err
-		}
-		return r, nil
+		return nil, errors.New("agent: Restore: use RestoreShm for shared memory")
 	case "frames":
 		for {
 			f, err := c.cn.next()
@@ -279,4 +258,155 @@ func (c *Client) SendRaw(b []byte) error {
 func (c *Client) Recv() (Result, error) {
 	m, _, err := c.cn.recv(0)
 	return m, err
+}
+
+// RestoreShm restores the latest committed iteration (iter < 0) or iter
+// through the agent's shared memory, streamed: use gets the buffer the
+// shard lands in, mapped read-only, as soon as it exists, and ready, which
+// blocks until the first n bytes are in it and passed their chunk CRCs (a
+// shard fetched from a peer arrives while use copies it out; one in local
+// memory is all there at once). The agent may move the restore to another
+// buffer (the holder it fetched from failed and another serves it): use is
+// then called again, from the start. What use copied is the checkpoint only
+// if RestoreShm returns nil: the agent checked the whole shard against its
+// commit record's digest.
+func (c *Client) RestoreShm(iter int64, use func(mem []byte, ready func(n int64) error) error) (Result, error) {
+	m := restoreMeta(iter, "shm")
+	m[kStream] = "1"
+	if err := c.cn.send(m); err != nil {
+		return nil, err
+	}
+	r, _, err := c.cn.recv(0)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		st := &shmStream{c: c}
+		if err := st.start(r); err != nil {
+			if r[kStream] == "1" {
+				// The buffer may be gone because the agent gave up on
+				// it: its verdict says why.
+				if _, _, e := c.cn.recv(0); e != nil {
+					return nil, e
+				}
+			}
+			return nil, err
+		}
+		err = st.run(use)
+		var mv *movedError
+		if errors.As(err, &mv) {
+			r = mv.meta
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r = st.meta
+		break
+	}
+	if err := c.cn.send(map[string]string{kOp: "release"}); err != nil {
+		return nil, err
+	}
+	if _, _, err := c.cn.recv(0); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// movedError is what a streamed restore's ready returns when the agent
+// moved the restore to another buffer (meta: its answer).
+type movedError struct{ meta map[string]string }
+
+func (e *movedError) Error() string {
+	return "agent: the restore moved to another buffer (" + e.meta[kSource] + ")"
+}
+
+// shmStream is one buffer of a streamed restore on the client side.
+type shmStream struct {
+	c           *Client
+	meta        map[string]string
+	mem         []byte
+	size, ready int64
+	done        bool // the agent checked the whole shard
+}
+
+// start maps the buffer the answer r names.
+func (s *shmStream) start(r map[string]string) error {
+	s.meta = r
+	size, err := metaInt(r, kLen)
+	ready, e2 := metaInt(r, kReady)
+	if r[kStream] == "1" {
+		err = errors.Join(err, e2)
+	}
+	if err != nil || size < 0 || ready < 0 || ready > size {
+		return fmt.Errorf("agent: bad restore answer: len %q, ready %q", r[kLen], r[kReady])
+	}
+	s.size, s.ready, s.done = size, ready, r[kStream] != "1"
+	if s.done {
+		s.ready = size // an agent that does not stream answers when all is checked
+	}
+	if size == 0 {
+		return nil
+	}
+	f, err := os.Open(r[kPath])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s.mem, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	return err
+}
+
+// run calls use, then waits for the agent's verdict on the whole shard.
+func (s *shmStream) run(use func(mem []byte, ready func(n int64) error) error) error {
+	defer func() {
+		if s.mem != nil {
+			_ = unix.Munmap(s.mem)
+		}
+	}()
+	if err := use(s.mem, s.wait); err != nil {
+		return err
+	}
+	for !s.done {
+		if err := s.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait blocks until the first n bytes are in the buffer.
+func (s *shmStream) wait(n int64) error {
+	for s.ready < min(n, s.size) {
+		if err := s.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// next reads one message of the stream.
+func (s *shmStream) next() error {
+	if s.done {
+		return errors.New("agent: restore ended")
+	}
+	m, _, err := s.c.cn.recv(0)
+	if err != nil {
+		return err
+	}
+	switch m[kOp] {
+	case "progress", "done":
+		n, err := metaInt(m, kReady)
+		if err != nil || n < s.ready || n > s.size {
+			return fmt.Errorf("agent: restore progress %q after %d of %d bytes", m[kReady], s.ready, s.size)
+		}
+		s.ready, s.done = n, m[kOp] == "done"
+		if s.done && n != s.size {
+			return fmt.Errorf("agent: restore done at byte %d of %d", n, s.size)
+		}
+		return nil
+	case "moved":
+		return &movedError{meta: m}
+	}
+	return fmt.Errorf("agent: %q message in a streamed restore", m[kOp])
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,5 +101,45 @@ func FuzzRawHeader(f *testing.F) {
 		if string(out[:]) != string(in[:rawHdrLen]) {
 			t.Fatalf("header does not round-trip")
 		}
+	})
+}
+
+// FuzzStreamedRestoreAnswers feeds arbitrary bytes to a client in a
+// streamed shared-memory restore, after a valid first answer: it must
+// return an error or the restore, and never panic or hang on a progress
+// count, a move or an answer it did not expect.
+func FuzzStreamedRestoreAnswers(f *testing.F) {
+	const size = 64 << 10
+	path := f.TempDir() + "/buf"
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	first := msg(map[string]string{kOp: "ok", kIter: "3", kLen: itoa(size), kPath: path, kStream: "1", kReady: "0", kSource: "peer:1"})
+	progress := func(op string, n int64) []byte { return msg(map[string]string{kOp: op, kReady: itoa(n)}) }
+	release := msg(map[string]string{kOp: "ok"})
+	f.Add(slices.Concat(progress("progress", 4096), progress("done", size), release))
+	f.Add(slices.Concat(progress("done", size), release))
+	f.Add(slices.Concat(msg(map[string]string{kOp: "moved", kLen: "10", kPath: path, kStream: "1", kReady: "0"}), progress("done", 10), release))
+	f.Add(progress("progress", size+1))
+	f.Add(msg(map[string]string{kOp: "error", kCode: "corrupt", kMsg: "digest"}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c1, c2 := net.Pipe()
+		go func() {
+			go func() { _, _ = io.Copy(io.Discard, c1) }()
+			_, _ = c1.Write(first)
+			_, _ = c1.Write(in)
+			c1.Close()
+		}()
+		cl := &Client{cn: newConn(c2, wire.DefaultLimits, time.Second, "agent")}
+		defer cl.Close()
+		_, _ = cl.RestoreShm(3, func(mem []byte, ready func(int64) error) error {
+			for off := 0; off < len(mem); off += 4096 {
+				if err := ready(int64(off + 4096)); err != nil {
+					return err
+				}
+				_ = mem[off]
+			}
+			return nil
+		})
 	})
 }

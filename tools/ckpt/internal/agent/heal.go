@@ -71,7 +71,7 @@ func (a *Agent) held() []int {
 // that serves it, and keeps it as a complete version; msg is what the log
 // says of the copy.
 func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, from []int, msg string) error {
-	release, err := a.claimFetch(ctx, shardKey{owner, iter, epoch})
+	release, land, err := a.claimFetch(ctx, shardKey{owner, iter, epoch}, nil)
 	if release == nil {
 		return err // held now: another fetch brought it, or ctx ended
 	}
@@ -83,7 +83,7 @@ func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, fro
 			continue
 		}
 		t0 := time.Now()
-		b, in, err := a.fetch(ctx, r, owner, iter, epoch)
+		b, in, err := a.fetch(ctx, r, owner, iter, epoch, land)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -103,23 +103,32 @@ func (a *Agent) fetchHeld(ctx context.Context, owner int, iter, epoch int64, fro
 }
 
 // claimFetch waits until no other fetch of k is in flight and returns
-// release when this caller is to fetch k itself, or nil with a nil error
-// when the store holds k by then (the other fetch brought it), or nil
-// with ctx's error.
-func (a *Agent) claimFetch(ctx context.Context, k shardKey) (release func(from int), err error) {
+// release and the landing its fetch reports to when this caller is to
+// fetch k itself, or nil with a nil error when the store holds k by then
+// (the other fetch brought it), or nil with ctx's error. With a streamer,
+// a fetch in flight is followed: the restore's trainer hears of its bytes
+// as they land instead of after it ended.
+func (a *Agent) claimFetch(ctx context.Context, k shardKey, s *streamer) (release func(from int), land *landing, err error) {
 	for {
-		release, wait := a.flights.claim(k)
+		release, wait, land := a.flights.claim(k)
 		if release != nil {
-			return release, nil
+			return release, land, nil
 		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if s != nil {
+			err = s.follow(ctx, land, wait)
+		} else {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		if v := a.st.Get(k.owner, k.iter, k.epoch); v != nil {
 			a.st.Unpin(v)
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
 }

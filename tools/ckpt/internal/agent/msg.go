@@ -39,6 +39,8 @@ const (
 	kMode      = "mode"
 	kRank      = "rank"
 	kWait      = "wait"
+	kStream    = "stream" // a shm restore answered as the shard lands (streamer)
+	kReady     = "ready"  // bytes of a streamed restore in the buffer and checked
 )
 
 // Shard formats.

@@ -30,6 +30,10 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	if _, err := cn.rest(); err != nil {
 		return nil, nil, err
 	}
+	var s *streamer
+	if meta[kMode] == "shm" && meta[kStream] == "1" {
+		s = &streamer{cn: cn}
+	}
 	ctx, cancel := context.WithTimeout(a.ctx, 4*a.cfg.Timeout)
 	defer cancel()
 	// Round 1 learns the highest epoch among the live agents; round 2
@@ -65,7 +69,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	persistent := "falling back to persistent storage: none is configured (start the agents with --persistent DIR), so there is nothing to restore"
 	if target < 0 {
 		if a.cfg.Persistent != "" {
-			return a.restorePersistent(cn, meta, fmt.Sprintf("no committed checkpoint in the memory of any live agent (unreachable: %s)", list(dead)))
+			return a.restorePersistent(cn, meta, fmt.Sprintf("no committed checkpoint in the memory of any live agent (unreachable: %s)", list(dead)), s)
 		}
 		return nil, nil, cn.sendError("missing", fmt.Errorf("no committed checkpoint in the memory of any live agent (unreachable: %s); %s", list(dead), persistent))
 	}
@@ -73,7 +77,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		// An older iteration no live agent holds whole any more: evicted
 		// by newer checkpoints (two versions per slot), not lost.
 		if a.cfg.Persistent != "" {
-			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d is no longer held in CPU memory (evicted by newer checkpoints)", target))
+			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d is no longer held in CPU memory (evicted by newer checkpoints)", target), s)
 		}
 		return nil, nil, cn.sendError("missing", fmt.Errorf("iteration %d is no longer held in CPU memory (each agent keeps the committed iteration %d and the one in progress; older ones are evicted): restore it from the persistent tier (--from persistent)", target, maxCommitted))
 	}
@@ -88,7 +92,7 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	}
 	if len(lost) > 0 {
 		if a.cfg.Persistent != "" {
-			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s", target, strings.Join(lost, ", ")))
+			return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s", target, strings.Join(lost, ", ")), s)
 		}
 		return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d cannot be recovered from CPU memory: no live agent holds the shard of %s; unreachable: %s; every rank must restart from the same persistent iteration — %s",
 			target, strings.Join(lost, ", "), list(dead), persistent))
@@ -106,7 +110,10 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	// A fetch of this shard already in flight (the replacement agent's
 	// heal) is waited for rather than doubled.
 	key := shardKey{me, target, epoch}
-	release, err := a.claimFetch(ctx, key)
+	if s != nil {
+		s.iter, s.committed = target, maxCommitted
+	}
+	release, land, err := a.claimFetch(ctx, key, s)
 	got := -1
 	if release != nil {
 		defer func() { release(got) }()
@@ -127,7 +134,11 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		var errs []error
 		for _, r := range cands {
 			t0 := time.Now()
-			b, in, err := a.fetch(ctx, r, me, target, epoch)
+			var l lander = land
+			if s != nil {
+				l = landers{land, s}
+			}
+			b, in, err := a.fetch(ctx, r, me, target, epoch, l)
 			if err == nil {
 				d := time.Since(t0)
 				a.log.Info("fetched this rank's shard from a peer", "iter", target, "from", r, "bytes", in.Len, "elapsed", d.Round(time.Millisecond),
@@ -150,20 +161,22 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		}
 		if tb == nil && hv == nil {
 			if a.cfg.Persistent != "" {
-				return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d of rank %d: every holder failed to send it: %v", target, me, errors.Join(errs...)))
+				return a.restorePersistent(cn, meta, fmt.Sprintf("iteration %d of rank %d: every holder failed to send it: %v", target, me, errors.Join(errs...)), s)
 			}
 			return nil, nil, cn.sendError("lost", fmt.Errorf("iteration %d of rank %d: every holder failed to send it: %v; %s", target, me, errors.Join(errs...), persistent))
 		}
 	}
-	return a.handOver(cn, meta, target, maxCommitted, source, hv, tb, data, sum, format, source != "local")
+	return a.handOver(cn, meta, target, maxCommitted, source, hv, tb, data, sum, format, source != "local", s)
 }
 
 // handOver checks the shard's digest and sends it to the trainer in the
 // mode asked for.
 //
 // verified says data was hashed against sum on its way in (a fetch from a
-// peer): it is not read again; a version held in memory is.
-func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted int64, source string, hv *store.Version, tb *store.Buffer, data []byte, sum uint64, format string, verified bool) (*store.Version, *store.Buffer, error) {
+// peer): it is not read again; a version held in memory is. A streamed
+// restore (s not nil) tells the trainer first and checks the digest while
+// the trainer copies.
+func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted int64, source string, hv *store.Version, tb *store.Buffer, data []byte, sum uint64, format string, verified bool, s *streamer) (*store.Version, *store.Buffer, error) {
 	me := a.cfg.Rank
 	release := func() {
 		if hv != nil {
@@ -172,6 +185,28 @@ func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted 
 		if tb != nil {
 			tb.Close()
 		}
+	}
+	if s != nil {
+		path := ""
+		if hv != nil {
+			path = hv.Path()
+		} else {
+			path = tb.Path()
+		}
+		s.iter, s.committed = target, maxCommitted
+		s.announce(path, store.Info{Len: int64(len(data)), XXH3: sum, Format: format}, source, int64(len(data)))
+		if !verified {
+			if h := xxh3.Hash(data); h != sum {
+				release()
+				return nil, nil, cn.sendError("corrupt", fmt.Errorf("iteration %d of rank %d from %s: digest %016x, commit record says %016x; what was copied out is not the checkpoint", target, me, source, h, sum))
+			}
+		}
+		a.log.Info("restoring", "iter", target, "source", source, "bytes", len(data), "streamed", true)
+		if err := s.done(); err != nil {
+			release()
+			return nil, nil, err
+		}
+		return hv, tb, nil
 	}
 	if !verified {
 		if h := xxh3.Hash(data); h != sum {
@@ -279,7 +314,9 @@ func sendBytes(cn *conn, meta map[string]string, v *store.Version, data []byte, 
 
 // fetch pulls owner's shard of iter from rank r into a new buffer and
 // checks its digest.
-func (a *Agent) fetch(ctx context.Context, r, owner int, iter, epoch int64) (*store.Buffer, store.Info, error) {
+//
+// l, if not nil, hears where the bytes land and how many have arrived.
+func (a *Agent) fetch(ctx context.Context, r, owner int, iter, epoch int64, l lander) (*store.Buffer, store.Info, error) {
 	cn, err := a.dial(ctx, r)
 	if err != nil {
 		return nil, store.Info{}, err
@@ -326,7 +363,12 @@ func (a *Agent) fetch(ctx context.Context, r, owner int, iter, epoch int64) (*st
 
 	// The chunks land straight in the buffer the trainer will map; each
 	// slice is CRC32C-checked and hashed right after it arrived.
+	in := store.Info{Owner: owner, Iter: iter, Epoch: epoch, Len: size, XXH3: sum, Format: meta[kFormat]}
 	rr := &rawReader{cn: cn, dst: b.Bytes()[:size], limit: max(a.Chunk(), 1<<20)}
+	if l != nil {
+		l.begin(b.Path(), in, r)
+		rr.verified = func(off, n int64) error { l.advance(off + n); return nil }
+	}
 	err = rr.Read()
 	popStop.Store(true)
 	<-popDone // before b can be closed
@@ -338,13 +380,13 @@ func (a *Agent) fetch(ctx context.Context, r, owner int, iter, epoch int64) (*st
 		b.Close()
 		return nil, store.Info{}, fmt.Errorf("rank %d: shard digest %016x, commit record %016x", r, h, sum)
 	}
-	return b, store.Info{Owner: owner, Iter: iter, Epoch: epoch, Len: size, XXH3: sum, Format: meta[kFormat]}, nil
+	return b, in, nil
 }
 
 // restorePersistent is recovery's last resort: every rank loads the same
 // iteration, the latest the persistent catalog names (or the one asked
 // for), checked against the catalog's digests.
-func (a *Agent) restorePersistent(cn *conn, meta map[string]string, why string) (*store.Version, *store.Buffer, error) {
+func (a *Agent) restorePersistent(cn *conn, meta map[string]string, why string, s *streamer) (*store.Version, *store.Buffer, error) {
 	iter := int64(-1)
 	if meta[kLatest] != "1" {
 		if it, err := metaInt(meta, kIter); err == nil {
@@ -355,7 +397,7 @@ func (a *Agent) restorePersistent(cn *conn, meta map[string]string, why string) 
 	if err != nil {
 		return nil, nil, cn.sendError("lost", fmt.Errorf("%s; every rank must restart from the same persistent iteration, but the persistent tier %s has none: %v", why, a.cfg.Persistent, err))
 	}
-	data, s, err := tier.ReadShard(a.cfg.Persistent, m, a.cfg.Rank)
+	data, sh, err := tier.ReadShard(a.cfg.Persistent, m, a.cfg.Rank)
 	if err != nil {
 		return nil, nil, cn.sendError("corrupt", fmt.Errorf("%s; persistent iteration %d: %v", why, m.Iter, err))
 	}
@@ -365,5 +407,5 @@ func (a *Agent) restorePersistent(cn *conn, meta map[string]string, why string) 
 	}
 	copy(b.Bytes(), data)
 	a.log.Warn("recovering from the persistent tier", "why", why, "iter", m.Iter, "dir", a.cfg.Persistent)
-	return a.handOver(cn, meta, m.Iter, m.Iter, fmt.Sprintf("persistent:%s", s.File), nil, b, b.Bytes()[:len(data)], s.XXH3, s.Format, false)
+	return a.handOver(cn, meta, m.Iter, m.Iter, fmt.Sprintf("persistent:%s", sh.File), nil, b, b.Bytes()[:len(data)], sh.XXH3, sh.Format, false, s)
 }

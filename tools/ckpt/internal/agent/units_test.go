@@ -282,12 +282,12 @@ func TestFlights(t *testing.T) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	defer a.cancel()
 	k := shardKey{owner: 1, iter: 3, epoch: 0}
-	release, err := a.claimFetch(a.ctx, k)
+	release, _, err := a.claimFetch(a.ctx, k, nil)
 	require.NoError(t, err)
 	require.NotNil(t, release)
 	second := make(chan func(int), 1)
 	go func() {
-		r, err := a.claimFetch(a.ctx, k)
+		r, _, err := a.claimFetch(a.ctx, k, nil)
 		require.NoError(t, err)
 		second <- r
 	}()
@@ -303,12 +303,12 @@ func TestFlights(t *testing.T) {
 	require.Equal(t, 2, a.flights.source(k))
 	require.Equal(t, -1, a.flights.source(shardKey{owner: 0, iter: 3}))
 	// A waiter gives up with its context.
-	release, err = a.claimFetch(a.ctx, k)
+	release, _, err = a.claimFetch(a.ctx, k, nil)
 	require.NoError(t, err)
 	defer release(-1)
 	ctx, cancel := context.WithTimeout(a.ctx, 50*time.Millisecond)
 	defer cancel()
-	r3, err := a.claimFetch(ctx, k)
+	r3, _, err := a.claimFetch(ctx, k, nil)
 	require.Nil(t, r3)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
