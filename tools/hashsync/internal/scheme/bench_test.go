@@ -93,3 +93,36 @@ func BenchmarkZenDeepFM(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMergerPlace places 4 servers' pulls (a hash partition of 85,000
+// of 1M rows, 16 floats each: the deepfm union at n = 4) into one sparse
+// result, as a worker does after a zen step: the cost per row of the
+// placement alone, with the machine to itself (docs/bench.md compares it
+// with the 4-rank cluster run).
+func BenchmarkMergerPlace(b *testing.B) {
+	const rows, width, servers = 1 << 20, 16, 4
+	rng := rand.New(rand.NewPCG(1, 2))
+	runs := make([]list, servers)
+	for i := uint32(0); i < rows; i++ {
+		if rng.IntN(rows) < 85000 {
+			q := rng.IntN(servers)
+			runs[q].idx = append(runs[q].idx, i)
+		}
+	}
+	total := 0
+	for q := range runs {
+		runs[q].val = make([]float32, len(runs[q].idx)*width)
+		total += len(runs[q].idx)
+	}
+	b.SetBytes(int64(total * width * 4))
+	for b.Loop() {
+		m, err := newMerger("w", rows, width, runs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range runs {
+			m.place(r)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/row")
+}
