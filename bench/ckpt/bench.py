@@ -129,23 +129,32 @@ def main():
          commit_s=commits, commit_median=statistics.median(commits))
 
     # Restore from local memory (into the state's own tensors) vs torch.load (page cache: the file
-    # was just written).
+    # was just written), all ranks at once. First as a restarted trainer does (a new connection:
+    # it maps the agent's buffer afresh), then as a trainer that stayed up while the job rolled
+    # back (the connection that saved, which keeps the buffer mapped).
     want = {k: v.clone() for k, v in list(sd.items())[:1]}
-    for t in sd.values():
-        t.zero_()
-
     copy_out = state_copier(sd)
-    barrier(a.dir, "rs", a.rank, a.world)
-    t0 = time.perf_counter()
-    it, src = agent.restore_shm(copy_out, stream=True)
-    t_local = time.perf_counter() - t0
+
+    def restore(ag, tag):
+        for t in sd.values():
+            t.zero_()
+        barrier(a.dir, tag, a.rank, a.world)
+        t0 = time.perf_counter()
+        it, src = ag.restore_shm(copy_out, stream=True)
+        return it, src, time.perf_counter() - t0, all(torch.equal(want[k], sd[k]) for k in want)
+
+    fresh = Agent(a.socket)
+    it, src, t_local, ok = restore(fresh, "rs")
+    fresh.close()
     t0 = time.perf_counter()
     loaded = torch.load(path)
     t_load = time.perf_counter() - t0
-    ok = all(torch.equal(loaded[k], sd[k]) for k in sd) and all(torch.equal(want[k], sd[k]) for k in want)
+    ok = ok and all(torch.equal(loaded[k], sd[k]) for k in sd)
+    _, _, t_kept, ok_kept = restore(agent, "rs2")
+    ok = ok and ok_kept and all(torch.equal(loaded[k], sd[k]) for k in sd)
     del loaded
     emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=t_local,
-         torch_load_s=t_load, equal=ok)
+         ckpt_kept_s=t_kept, torch_load_s=t_load, equal=ok)
     agent.close()
 
 

@@ -9,8 +9,10 @@
 # 2. time to global commit (replication to the peer, CRC32C per chunk, digest per shard) and the
 #    replication throughput it implies, against raw loopback TCP streams of the same bytes (one
 #    alone, and WORLD at once: the fair limit, as every rank replicates at the same time);
-# 3. restore from local memory and, after kill -9 of rank 1's agent and a fresh replacement,
-#    from peer memory, against torch.load of the same state (from the page cache).
+# 3. restore from local memory (as a restarted trainer: a new connection that maps the agent's
+#    buffer afresh; then as one that stayed up and keeps its save's mapping) and, after kill -9
+#    of rank 1's agent and a fresh replacement, from peer memory, against torch.load of the same
+#    state (from the page cache).
 #
 # Environment: CKPT (default <repo>/bin/ckpt), OUT_DIR (default <repo>/out/bench), STATE
 # (default 512MiB per rank), ITERS (3), PROFILE (set: each agent writes a Go CPU profile to

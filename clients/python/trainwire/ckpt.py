@@ -59,7 +59,8 @@ class _ShmStream:
         self.ready = self.size if self.done else int(m.get("ready", 0))
         if not 0 <= self.ready <= self.size:
             raise AgentError("bad_input", "restore answer: ready %s of %d bytes" % (m.get("ready"), self.size))
-        self.mm = None
+        self.mm = None  # a mapping of our own, closed with the stream
+        self.view = memoryview(b"")
         if self.size:
             try:
                 fd = os.open(m["path"], os.O_RDONLY)
@@ -68,11 +69,18 @@ class _ShmStream:
                     agent.recv()  # the agent gave up on the buffer: its error says why
                 raise
             try:
-                self.mm = mmap.mmap(fd, self.size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                                    prot=mmap.PROT_READ)
+                st = os.fstat(fd)
+                kept = agent._maps.get((st.st_ino, st.st_dev))
+                if kept is not None and kept[1] >= self.size:
+                    # This process saved into this buffer and keeps it mapped: its page tables
+                    # are there already (a trainer that stayed up while the job rolled back).
+                    self.view = memoryview(kept[0]).toreadonly()[:self.size]
+                else:
+                    self.mm = mmap.mmap(fd, self.size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                        prot=mmap.PROT_READ)
+                    self.view = memoryview(self.mm)
             finally:
                 os.close(fd)
-        self.view = memoryview(self.mm) if self.mm is not None else memoryview(b"")
 
     def wait(self, n):
         """Blocks until the first n bytes of the buffer are in."""
