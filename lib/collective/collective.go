@@ -174,13 +174,21 @@ func isPeer(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// segs returns the number of segments of a chunk of n elements, and the
-// bounds of segment j within it.
-func (c *Comm) segs(n int) int { return (n + c.seg - 1) / c.seg }
+// minAutoSegment is the smallest segment, in bytes, the ring cuts a chunk
+// into of its own accord: below it a segment's per-message costs outweigh
+// the overlap (1 Gbit/s cluster, 4 ranks: 4 MiB allreduces in 256 KiB
+// segments 86.5–88.1 % of the link, in 1 MiB ones 80.0–85.3 %, in
+// 128 KiB ones 86.4 %).
+const minAutoSegment = 256 << 10
 
-func (c *Comm) segBounds(lo, hi, j int) (int, int) {
-	a := lo + j*c.seg
-	return a, min(a+c.seg, hi)
+// segFor is the ring's segment in bytes for chunks of up to chunk bytes:
+// at least four a chunk, so that receiving, reducing and forwarding
+// overlap within each step, but not below minAutoSegment, and never above
+// the configured segment (which also bounds the floor). Every rank derives
+// the same from the same lengths; the segments do not change any sum.
+func (c *Comm) segFor(chunk int) int {
+	max4 := 4 * c.seg
+	return max(min(max4, (chunk+3)/4), min(max4, minAutoSegment))
 }
 
 // sendF sends floats: straight from f where the views are zero-copy,
@@ -250,16 +258,17 @@ func (c *Comm) reduce(ctx context.Context, name string, op uint32, data []float3
 	tag := c.tag(op)
 	next, prev := mod(c.m.Rank()+1, n), mod(c.m.Rank()-1, n)
 	L := len(data)
+	segE := max(c.segFor(4*((L+n-1)/n))/4, 1)
 	nseg := func(k int) int {
 		lo, hi := Chunk(L, n, k)
-		return c.segs(hi - lo)
+		return (hi - lo + segE - 1) / segE
 	}
 	seg := func(k, j int) []float32 {
 		lo, hi := Chunk(L, n, k)
-		a, b := c.segBounds(lo, hi, j)
-		return data[a:b]
+		a := lo + j*segE
+		return data[a:min(a+segE, hi)]
 	}
-	tmp := c.scratch(min(c.seg, (L+n-1)/n))
+	tmp := c.scratch(min(segE, (L+n-1)/n))
 	phase := func(t int) *mesh.Phase {
 		if t < n-1 {
 			return c.rs

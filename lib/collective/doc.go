@@ -17,8 +17,8 @@
 // all when n divides L, the textbook volume; the mesh's byte counters
 // (phases "reduce-scatter" and "allgather") measure it.
 //
-// The ring is pipelined: chunks are cut into segments (Options.Segment
-// bytes, default 1 MiB), a sender goroutine streams segments to the next
+// The ring is pipelined: chunks are cut into segments (a quarter of a
+// chunk, at least 256 KiB, at most Options.Segment bytes, default 1 MiB), a sender goroutine streams segments to the next
 // rank while the caller's goroutine receives segments from the previous
 // one and reduces each as it lands, and a segment is forwarded as soon as
 // it has been reduced, so sending, receiving and adding overlap across the

@@ -62,8 +62,13 @@ func (c *Comm) reduceChunks(ctx context.Context, name string, op uint32, data []
 	defer stop()
 	tag := c.tag(op)
 	next, prev := mod(c.m.Rank()+1, n), mod(c.m.Rank()-1, n)
-	// Segments of about c.seg·4 bytes, in whole elements.
-	segE := max(4*c.seg/elem, 1)
+	biggest := 0
+	for k := range n {
+		lo, hi := bounds(k)
+		biggest = max(biggest, hi-lo)
+	}
+	// Segments of about segFor's bytes, in whole elements.
+	segE := max(c.segFor(elem*biggest)/elem, 1)
 	nseg := func(k int) int {
 		lo, hi := bounds(k)
 		return (hi - lo + segE - 1) / segE
@@ -72,11 +77,6 @@ func (c *Comm) reduceChunks(ctx context.Context, name string, op uint32, data []
 		lo, hi := bounds(k)
 		a := lo + j*segE
 		return data[elem*a : elem*min(a+segE, hi)]
-	}
-	biggest := 0
-	for k := range n {
-		lo, hi := bounds(k)
-		biggest = max(biggest, hi-lo)
 	}
 	tmp := make([]byte, elem*min(segE, biggest))
 	phase := func(t int) *mesh.Phase {
