@@ -14,8 +14,10 @@ const DefaultSegment = 1 << 20
 
 // Options tune a Comm.
 type Options struct {
-	// Segment is the pipelining unit in bytes (rounded down to whole
-	// float32; minimum 4). 0 means DefaultSegment.
+	// Segment is the largest pipelining unit in bytes (rounded down to
+	// whole float32; minimum 4): the ring cuts each chunk into at least
+	// four segments of at least min(Segment, 256 KiB). 0 means
+	// DefaultSegment.
 	Segment int
 }
 

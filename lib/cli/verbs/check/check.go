@@ -34,7 +34,7 @@ type Cmd struct {
 	Warmup  int            `help:"Untimed iterations per size, before the timed ones." default:"2"`
 	Format  string         `help:"Report format on rank 0's stdout: table or json (one object per size per line)." enum:"table,json" default:"table"`
 	Verify  bool           `help:"Check every element of every result against the exact sum (with --no-verify, correct only says that nothing failed)." default:"true" negatable:""`
-	Segment cli.ByteSize   `help:"Pipelining segment of the ring, in bytes." default:"1MiB"`
+	Segment cli.ByteSize   `help:"Largest pipelining segment of the ring, in bytes (a chunk is cut into at least four, of at least 256 KiB or this)." default:"1MiB"`
 }
 
 // Result is one line of check's JSON report.
