@@ -130,6 +130,98 @@ class CkptAgentTest(_Agents):
         s.close()
 
 
+class _FakeAgent:
+    """A Unix socket that answers one restore with scripted messages (the agent's side of a
+    streamed restore), then a release."""
+
+    def __init__(self, answers):
+        import threading
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "s")
+        self.ls = socket.socket(socket.AF_UNIX)
+        self.ls.bind(self.path)
+        self.ls.listen(1)
+        self.answers = answers
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _msg(self, meta):
+        import io
+        b = io.BytesIO()
+        w = wire.Writer(b, "fake", {k: str(v) for k, v in meta.items()})
+        w.close()
+        return b.getvalue()
+
+    def _serve(self):
+        c, _ = self.ls.accept()
+        c.recv(1 << 16)  # the request
+        c.sendall(b"".join(self._msg(m) for m in self.answers))
+        c.settimeout(10)
+        try:
+            if c.recv(1 << 16):  # the release
+                c.sendall(self._msg({"op": "ok"}))
+        except OSError:
+            pass
+        c.close()
+
+    def close(self):
+        self.ls.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class StreamedRestoreTest(unittest.TestCase):
+    """restore_shm(stream=True) against scripted agent answers: progress, a move to another
+    buffer (use starts again on it), bad counts refused."""
+
+    def buffers(self, n):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        paths = []
+        for name, fill in (("first", 0xAA), ("second", None)):
+            p = os.path.join(d, name)
+            data = bytes([fill]) * n if fill is not None else bytes(range(256)) * (n // 256)
+            with open(p, "wb") as f:
+                f.write(data)
+            paths.append((p, data))
+        return paths
+
+    def test_moved_then_done(self):
+        n = 1 << 16
+        (p1, _), (p2, want) = self.buffers(n)
+        ok = {"op": "ok", "iter": 7, "len": n, "path": p1, "stream": "1", "ready": 0, "source": "peer:1"}
+        moved = dict(ok, op="moved", path=p2, source="peer:2")
+        fake = _FakeAgent([ok, {"op": "progress", "ready": n // 2}, moved,
+                           {"op": "progress", "ready": n}, {"op": "done", "ready": n}])
+        self.addCleanup(fake.close)
+        a = Agent(fake.path, timeout=10)
+        calls, got = [], bytearray(n)
+
+        def use(buf, ready):
+            calls.append(len(buf))
+            for off in range(0, n, n // 4):
+                ready(off + n // 4)
+                got[off:off + n // 4] = buf[off:off + n // 4]
+        it, src = a.restore_shm(use, stream=True)
+        a.close()
+        self.assertEqual((it, src), (7, "peer:2"))
+        self.assertEqual(len(calls), 2)  # started again on the second buffer
+        self.assertEqual(bytes(got), want)
+
+    def test_bad_counts(self):
+        n = 4096
+        (p1, _), _ = self.buffers(n)
+        ok = {"op": "ok", "iter": 1, "len": n, "path": p1, "stream": "1", "ready": 0, "source": "peer:1"}
+        for bad in ({"op": "progress", "ready": "x"}, {"op": "progress", "ready": n + 1},
+                    {"op": "done", "ready": n - 1}, {"op": "what"}):
+            fake = _FakeAgent([ok, bad])
+            a = Agent(fake.path, timeout=10)
+            with self.assertRaises(AgentError) as e:
+                a.restore_shm(lambda buf, ready: ready(len(buf)), stream=True)
+            self.assertEqual(e.exception.code, "bad_input", bad)
+            a.close()
+            fake.close()
+
+
 class TestInterleave(_Agents):
     """Agents with --interleave: the trainer ticks and reports its comm ops (comm_begin/comm_end,
     no answer awaited); the request/answer stream stays in step and every checkpoint commits."""

@@ -48,15 +48,23 @@ class _Moved(Exception):
         self.meta = meta
 
 
+def _count(m, key):
+    """A byte count from an agent's message, or AgentError naming it."""
+    try:
+        return int(m[key])
+    except (KeyError, ValueError):
+        raise AgentError("bad_input", "restore: %s %r in the agent's %r message" % (key, m.get(key), m.get("op"))) from None
+
+
 class _ShmStream:
     """One buffer of a streamed shared-memory restore: mapped at once, filled as the agent's
     "progress" messages say, checked when "done" comes."""
 
     def __init__(self, agent, m):
         self.agent = agent
-        self.size = int(m["len"])
+        self.size = _count(m, "len")
         self.done = m.get("stream") != "1"  # an agent that does not stream answers when all is in
-        self.ready = self.size if self.done else int(m.get("ready", 0))
+        self.ready = self.size if self.done else _count(m, "ready")
         if not 0 <= self.ready <= self.size:
             raise AgentError("bad_input", "restore answer: ready %s of %d bytes" % (m.get("ready"), self.size))
         self.mm = None  # a mapping of our own, closed with the stream
@@ -102,7 +110,7 @@ class _ShmStream:
             raise _Moved(m)
         if op not in ("progress", "done"):
             raise AgentError("bad_input", "restore: %r message in a streamed restore" % op)
-        n = int(m.get("ready", -1))
+        n = _count(m, "ready")
         if not self.ready <= n <= self.size or (op == "done" and n != self.size):
             raise AgentError("bad_input", "restore progress %s after %d of %d bytes" % (m.get("ready"), self.ready, self.size))
         self.ready, self.done = n, op == "done"
