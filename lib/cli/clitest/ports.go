@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -14,7 +16,32 @@ import (
 // which any outgoing connection on the machine may take as its source port
 // between the check and the process's own bind: a loaded run of
 // TestAllToAllEqualsTorch failed so ("bind: address already in use").
-// Below the range only an explicit bind can take it.
+// Below the range only an explicit bind can take it — such as another
+// test package's process, run at the same time by go test, that checked
+// the same port in the same moment: every port handed out is also
+// reserved across processes (reserve) until the test ends.
+
+// portLocks is the directory of the reservations' lock files.
+var portLocks = filepath.Join(os.TempDir(), "trainwire-test-ports")
+
+// reserve takes port p across every test process on the machine: an
+// exclusive flock on a file named after it, held until the returned file
+// is closed (or the process ends). It returns nil when another test (in
+// this process or another) holds p.
+func reserve(t testing.TB, p int) *os.File {
+	if err := os.MkdirAll(portLocks, 0o777); err != nil {
+		t.Fatalf("clitest: port reservations: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(portLocks, fmt.Sprint(p)), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("clitest: port reservations: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
 
 // ephemeralLow is the first port of the ephemeral range (32768 when the
 // kernel does not say).
@@ -58,13 +85,20 @@ func pickPorts(t testing.TB, n int, consecutive bool) []int {
 			}
 		}
 		var ls []net.Listener
+		var locks []*os.File
 		ok := true
 		for _, p := range ps {
+			var lk *os.File
+			if !taken[p] {
+				lk = reserve(t, p)
+			}
+			if lk == nil {
+				ok = false
+				break
+			}
+			locks = append(locks, lk)
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil || taken[p] {
-				if err == nil {
-					l.Close()
-				}
+			if err != nil {
 				ok = false
 				break
 			}
@@ -74,8 +108,17 @@ func pickPorts(t testing.TB, n int, consecutive bool) []int {
 			for _, l := range ls {
 				l.Close()
 			}
+			for _, lk := range locks {
+				lk.Close()
+			}
 			continue
 		}
+		// Held until the test ends: no other test process picks them.
+		t.Cleanup(func() {
+			for _, lk := range locks {
+				lk.Close()
+			}
+		})
 		held = append(held, ls...)
 		for _, p := range ps {
 			taken[p] = true

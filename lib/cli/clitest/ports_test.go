@@ -28,3 +28,20 @@ func TestPortsBelowEphemeral(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A port reserved by one test (in this process or another: flock works on
+// open files, not processes) is not reserved again until it is released.
+func TestPortReservation(t *testing.T) {
+	p := FreePort(t) // reserved by this test until it ends
+	require.Nil(t, reserve(t, p), "a port handed out is reserved")
+	q := 10000 + (p-10000+1)%(ephemeralLow()-10000)
+	lk := reserve(t, q)
+	if lk == nil {
+		t.Skipf("port %d is reserved by another test right now", q)
+	}
+	require.Nil(t, reserve(t, q), "reserved twice")
+	lk.Close()
+	lk = reserve(t, q)
+	require.NotNil(t, lk, "free again once released")
+	lk.Close()
+}
