@@ -132,6 +132,9 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 		cands := where[me]
 		sort.SliceStable(cands, func(i, j int) bool { return a.isHolder(me, cands[i]) && !a.isHolder(me, cands[j]) })
 		var errs []error
+		if land == nil { // another fetch brought it, and it was evicted since
+			land = newLanding()
+		}
 		for _, r := range cands {
 			t0 := time.Now()
 			var l lander = land
