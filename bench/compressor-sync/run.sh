@@ -36,7 +36,8 @@
 #
 # Environment: COMPRESSOR, PROFILER (default <repo>/bin/...), OUT_DIR (default <repo>/out/bench),
 # RUN_TIMEOUT (seconds per launch, 900), IMPLS (default: all of the above and torch-dense,
-# torch-fp16, torch-powersgd).
+# torch-fp16, torch-powersgd), PROFILE=1 (each of ours' ranks writes a Go CPU profile,
+# $OUT_DIR/compressor-sync/logs/MODEL-IMPL-rR.pprof).
 # Output: the table on stdout and in $OUT_DIR/compressor-sync-table.txt; raw JSON lines in
 # $OUT_DIR/compressor-sync/; rank logs in $OUT_DIR/compressor-sync/logs. Exit 1 if a run failed.
 set -euo pipefail
@@ -111,6 +112,7 @@ launch() {
                     --master "$master" --impl "${impl#torch-}" /dev/stdin) ;;
       *) cmd=("$COMPRESSOR" sync --rank "$r" --world "$N" --master "$master" --bind "10.99.0.$((r + 1))"
               --no-unix --timeout 300s --stats "$W/logs/$tag-r$r.stats")
+         [ "${PROFILE:-0}" = 1 ] && cmd+=(--cpu-profile "$W/logs/$tag-r$r.pprof")
          case "$impl" in
            dense) cmd+=(--collective dense) ;;
            topk) cmd+=(--algo topk --ratio 0.01 --collective allgather --memory residual) ;;

@@ -685,36 +685,48 @@ func countGEGo(x []float32, tk uint32) int {
 
 // splitGE appends to a1 lo + the positions in x whose magnitude key is
 // ≥ t1, and to a2 those in [t2, t1), both ascending (t2 ≤ t1 ≤
-// 0x7f800001). Where the CPU has AVX2, geMaskAVX2 marks the elements ≥ t2
-// 32 at a time and only those are looked at (they are few: the k largest
-// and a band or bucket below them).
+// 0x7f800001).
 func splitGE(x []float32, lo int, t1, t2 uint32, a1, a2 []uint32) ([]uint32, []uint32) {
-	take := func(i int) {
-		if kk := magKey(x[i]); kk >= t1 {
+	eachGE(x, t2, func(i int) bool {
+		if magKey(x[i]) >= t1 {
 			a1 = append(a1, uint32(lo+i))
-		} else if kk >= t2 {
+		} else {
 			a2 = append(a2, uint32(lo+i))
 		}
-	}
+		return true
+	})
+	return a1, a2
+}
+
+// eachGE calls f with the positions in x, ascending, whose magnitude key
+// is ≥ t (t ≥ 1), until f returns false; it reports whether f always
+// returned true. Where the CPU has AVX2, geMaskAVX2 marks those elements
+// 32 at a time and only they are looked at (in top-k they are few: the k
+// largest and a band below them).
+func eachGE(x []float32, t uint32, f func(i int) bool) bool {
 	k := 0
 	if haveAVX2 && len(x) >= 32 {
 		k = len(x) / 32 * 32
 		var masks [64]uint32 // 2048 elements a call
 		for b := 0; b < k; b += 32 * len(masks) {
 			m := min(len(masks), (k-b)/32)
-			geMaskAVX2(&x[b], 32*m, int32(t2)-1, &masks[0])
+			geMaskAVX2(&x[b], 32*m, int32(t)-1, &masks[0])
 			for w, bits := range masks[:m] {
 				for bits != 0 {
-					take(b + 32*w + trailingZeros(uint64(bits)))
+					if !f(b + 32*w + trailingZeros(uint64(bits))) {
+						return false
+					}
 					bits &= bits - 1
 				}
 			}
 		}
 	}
 	for i := k; i < len(x); i++ {
-		take(i)
+		if magKey(x[i]) >= t && !f(i) {
+			return false
+		}
 	}
-	return a1, a2
+	return true
 }
 
 // maxMagSeq is the largest magnitude key of x on this goroutine:

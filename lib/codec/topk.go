@@ -12,6 +12,13 @@ import (
 
 func magKey(v float32) uint32 { return math.Float32bits(v) & 0x7fffffff }
 
+// The radix selections bucket a key by its top 11 bits (the exponent and
+// three bits of mantissa).
+const (
+	shift = 20 // 31-bit keys: top 11 bits
+	nb    = 1 << 11
+)
+
 // TopK returns the ascending indices of the k largest-magnitude elements
 // of x (ties: lowest index), k clamped to [0, len(x)). It is a radix
 // selection, not a sort: one parallel pass builds a histogram of the top
@@ -45,8 +52,15 @@ func topK(x []float32, k int, nworkers int) ([]uint32, bool) {
 		}
 		return out, true
 	}
-	const shift = 20 // 31-bit keys: top 11 bits
-	const nb = 1 << 11
+	if idx, ok, done := topKSampled(x, k, nworkers); done {
+		return idx, ok
+	}
+	return topKFull(x, k, nworkers)
+}
+
+// topKFull is topK's general path: a histogram of every key.
+func topKFull(x []float32, k int, nworkers int) ([]uint32, bool) {
+	n := len(x)
 	cs := chunks(n, workers(nworkers, n), 64)
 	hists := make([][nb]uint32, len(cs))
 	parallel(cs, func(c, lo, hi int) {

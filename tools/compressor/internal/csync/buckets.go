@@ -121,14 +121,18 @@ func (s *Syncer) allgatherAll(ctx context.Context, jobs []*job) error {
 	// at[p]: where rank p's payload of the current job starts.
 	at := offsetsOf(perRank)[:s.n]
 	var scratch []float32
+	frames := make([]*wire.Compressed, s.n)
 	for i, j := range jobs {
 		acc := tensor.Alloc(len(j.u.Data))
+		// A sparsifier's frames are checked first and added together
+		// (addSparseAll); any other codec's, one by one as they decode.
+		sparse := j.frame != nil
 		for p := range s.n {
 			b := out[at[p] : at[p]+sizes[p*k+i]]
 			at[p] += sizes[p*k+i]
 			if p == s.r {
-				if j.frame != nil {
-					addSparse(acc, j.frame)
+				if sparse {
+					frames[p] = j.frame
 				} else {
 					tensor.Add(acc, j.sent)
 				}
@@ -138,9 +142,19 @@ func (s *Syncer) allgatherAll(ctx context.Context, jobs []*job) error {
 			if err != nil {
 				return fmt.Errorf("tensor %q: %w", j.u.Name, err)
 			}
+			if sparse {
+				if _, err := codec.FromFrame(fp); err != nil {
+					return fmt.Errorf("tensor %q: rank %d's frame: %w", j.u.Name, p, err)
+				}
+				frames[p] = fp
+				continue
+			}
 			if err := s.addFrame(acc, fp, &scratch, p); err != nil {
 				return fmt.Errorf("tensor %q: %w", j.u.Name, err)
 			}
+		}
+		if sparse {
+			addSparseAll(acc, frames)
 		}
 		j.out = acc
 	}

@@ -442,6 +442,34 @@ func addSparse(acc []float32, f *wire.Compressed) {
 	}
 }
 
+// addSparseAll scatter-adds checked frames of sparseAlgos (ascending
+// indices, as their checks require) into acc in rank order, block by
+// block of acc: every frame's entries of one block before the next
+// block, so that the block's cache lines come in once for all ranks
+// instead of once per rank (on ResNet-101's 44.5 M elements a frame after
+// frame scatter missed the caches at nearly every add). Each element's sum
+// is the same as adding the frames one after the other: its addends in
+// rank order.
+func addSparseAll(acc []float32, frames []*wire.Compressed) {
+	const block = 1 << 14 // elements: 64 KiB of acc
+	next := make([]int, len(frames))
+	for lo := 0; lo < len(acc); lo += block {
+		hi := uint32(min(lo+block, len(acc)))
+		for r, f := range frames {
+			vals, idx := f.Parts[0].Data, f.Parts[1].Data
+			j := next[r]
+			for ; 4*j < len(idx); j++ {
+				i := binary.LittleEndian.Uint32(idx[4*j:])
+				if i >= hi {
+					break
+				}
+				acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(vals[4*j:]))
+			}
+			next[r] = j
+		}
+	}
+}
+
 // addFrame adds the tensor f decodes to into acc; scratch is reused.
 func (s *Syncer) addFrame(acc []float32, f *wire.Compressed, scratch *[]float32, rank int) error {
 	if sparseAlgos[f.Algo] {
