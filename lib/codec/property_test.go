@@ -116,6 +116,18 @@ func TestPropertyCodecs(t *testing.T) {
 		if len(y) != len(x) {
 			t.Fatalf("decoded %d elements of %d", len(y), len(x))
 		}
+		// Decode sets every element of dst: into a buffer of garbage (as
+		// a recycled one, tensor.Pool) it gives the same bits.
+		dirty := make([]float32, len(x))
+		for i := range dirty {
+			dirty[i] = float32(math.NaN())
+		}
+		if _, err := Decode(f1, dirty); err != nil {
+			t.Fatalf("decode into a used buffer: %v", err)
+		}
+		if !slices.EqualFunc(y, dirty, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+			t.Fatal("decoding into a used buffer left some of it")
+		}
 		var buf bytes.Buffer
 		w := wire.NewWriter(&buf, "test")
 		if err := w.Write(f1); err != nil {

@@ -193,6 +193,7 @@ func (e *executor) Sync(ctx context.Context, req *serve.Request, data [][]byte) 
 			tensor.EncodeLE(data[j], res[g][k])
 		}
 	}
+	e.rn.Release(res) // copied into the client's memory
 	if req.Opts[OptSaveState] {
 		if err := writeState(e.rio, e.stateOut, e.rn.S.Store, e.algo); err != nil {
 			return fmt.Errorf("save_state: %w", err)

@@ -314,7 +314,11 @@ func (lp *syncLoop) syncSome(ctx context.Context) error {
 			return err
 		}
 	}
-	return lp.w.Flush()
+	if err := lp.w.Flush(); err != nil {
+		return err
+	}
+	lp.rn.Release(res) // written out: the next step's sums reuse the buffers
+	return nil
 }
 
 // unfinished names a fusion group some of whose tensors have not come.

@@ -51,7 +51,7 @@ func (s *Syncer) prepareEncoded(j *job) error {
 func (s *Syncer) denseAll(ctx context.Context, jobs []*job) error {
 	bufs := make([][]byte, len(jobs))
 	for i, j := range jobs {
-		j.out = tensor.Alloc(len(j.u.Data))
+		j.out = s.out.Get(len(j.u.Data))
 		copy(j.out, j.u.Data)
 		bufs[i] = f32Bytes(j.out)
 	}
@@ -123,10 +123,13 @@ func (s *Syncer) allgatherAll(ctx context.Context, jobs []*job) error {
 	var scratch []float32
 	frames := make([]*wire.Compressed, s.n)
 	for i, j := range jobs {
-		acc := tensor.Alloc(len(j.u.Data))
-		// A sparsifier's frames are checked first and added together
-		// (addSparseAll); any other codec's, one by one as they decode.
+		acc := s.out.Get(len(j.u.Data))
+		// A sparsifier's frames are checked first and summed together
+		// (sumSparse); any other codec's added one by one as they decode.
 		sparse := j.frame != nil
+		if !sparse {
+			clear(acc)
+		}
 		for p := range s.n {
 			b := out[at[p] : at[p]+sizes[p*k+i]]
 			at[p] += sizes[p*k+i]
@@ -154,7 +157,7 @@ func (s *Syncer) allgatherAll(ctx context.Context, jobs []*job) error {
 			}
 		}
 		if sparse {
-			addSparseAll(acc, frames)
+			sumSparse(acc, frames)
 		}
 		j.out = acc
 	}
@@ -180,7 +183,7 @@ func (s *Syncer) ringAll(ctx context.Context, jobs []*job) error {
 		if err != nil {
 			return err
 		}
-		if j.out, err = codec.DecodeLimit(fr, tensor.Alloc(len(j.u.Data)), s.MaxBytes); err != nil {
+		if j.out, err = codec.DecodeLimit(fr, s.out.Get(len(j.u.Data)), s.MaxBytes); err != nil {
 			return fmt.Errorf("tensor %q: %w", j.u.Name, err)
 		}
 	}
@@ -272,7 +275,7 @@ func (s *Syncer) powersgdAll(ctx context.Context, jobs []*job) error {
 		setF32(ps.Q, qs[i])
 		i++
 		ps.pl.SetQ(ps.state, ps.Q)
-		j.out = tensor.Alloc(len(ps.M))
+		j.out = s.out.Get(len(ps.M))
 		ps.pl.Decode(j.out, ps.P, ps.Q)
 		j.ps = nil
 	}

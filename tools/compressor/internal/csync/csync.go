@@ -183,6 +183,8 @@ type Stats struct {
 // Syncer runs compressed collectives on a mesh, one after the other; all
 // ranks must sync the same units, in the same order, with the same Spec.
 type Syncer struct {
+	// out lends the results' buffers; Release takes them back.
+	out  tensor.Pool
 	m    *mesh.Mesh
 	comm *collective.Comm
 	meta *collective.Comm
@@ -206,6 +208,16 @@ type Syncer struct {
 	// storeMu guards Store: the encodes of one bucket run while the
 	// previous one is exchanged.
 	storeMu sync.Mutex
+}
+
+// Release hands results of Sync and SyncBatch back, for later results of
+// the same length to reuse without a fresh (zeroed) allocation: results
+// the caller has written out and will not touch again. A result that
+// Syncer did not allocate (one that aliases other memory) is ignored.
+func (s *Syncer) Release(outs ...[]float32) {
+	for _, x := range outs {
+		s.out.Put(x)
+	}
 }
 
 // New returns a Syncer on m after the handshake: every rank must pass the
@@ -442,23 +454,23 @@ func addSparse(acc []float32, f *wire.Compressed) {
 	}
 }
 
-// addSparseAll scatter-adds checked frames of sparseAlgos (ascending
-// indices, as their checks require) into acc in rank order, block by
-// block of acc: a block is copied into a small buffer, every frame's
-// entries of the block are added there, and it is copied back. The
-// scattered adds then hit a buffer in L1 or L2 instead of missing the
-// caches at nearly every add (frame after frame into ResNet-101's 44.5 M
-// elements), and acc is read and written once, in order. Each element's
-// sum is the same as adding the frames one after the other: its addends
-// in rank order.
-func addSparseAll(acc []float32, frames []*wire.Compressed) {
+// sumSparse sets acc to the sum of checked frames of sparseAlgos
+// (ascending indices, as their checks require) added in rank order to
+// zeros, whatever acc held before (a recycled buffer): block by block of
+// acc, a block is cleared in a small buffer, every frame's entries of the
+// block are added there, and it is copied out. The scattered adds then
+// hit a buffer in L1 or L2 instead of missing the caches at nearly every
+// add (frame after frame into ResNet-101's 44.5 M elements), and acc is
+// written once, in order. Each element's sum is the same as adding the
+// frames one after the other to zeros: its addends in rank order.
+func sumSparse(acc []float32, frames []*wire.Compressed) {
 	const block = 1 << 13 // elements: 32 KiB, in L1 or L2 while summed
 	next := make([]int, len(frames))
 	tmp := make([]float32, block)
 	for lo := 0; lo < len(acc); lo += block {
 		hi := min(lo+block, len(acc))
 		sum := tmp[:hi-lo]
-		copy(sum, acc[lo:hi])
+		clear(sum)
 		for r, f := range frames {
 			vals, idx := f.Parts[0].Data, f.Parts[1].Data
 			j := next[r]

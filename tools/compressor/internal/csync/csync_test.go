@@ -186,6 +186,12 @@ func runCase(t tb, c syncCase) {
 					require.Contains(t, vol, ph, "%v: rank %d sent %d bytes in phase %s", c, r, b, ph)
 				}
 			}
+			// Dirty the result and hand it back: the next step's result
+			// may reuse it and must not depend on what it held.
+			for i := range outs[r] {
+				outs[r][i] = float32(math.NaN())
+			}
+			ss[r].Release(outs[r])
 		}
 	}
 	errs = onAll(c.n, func(r int) error { return ss[r].Finish(ctx) })

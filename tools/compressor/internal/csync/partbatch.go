@@ -166,7 +166,7 @@ func (s *Syncer) gatherChunks(ctx context.Context, jobs []*job, fixed bool) erro
 	for i, j := range jobs {
 		pj := j.part
 		d := len(j.u.Data)
-		j.out = tensor.Alloc(d)
+		j.out = s.out.Get(d) // every chunk is copied in below
 		dec := tensor.Alloc(pj.m)
 		for c := range n {
 			b := out[at[c] : at[c]+sizes[c*k+i]]

@@ -147,6 +147,21 @@ func (rn *Runner) syncGroups(ctx context.Context, gs []Group, strict bool) ([][]
 	return res, st, nil
 }
 
+// Release hands the sums of SyncGroups or SyncAvailable back for reuse
+// (Syncer.Release) once the caller has written them out: a group's
+// tensors share one buffer, its first tensor's.
+func (rn *Runner) Release(res [][][]float32) {
+	for _, g := range res {
+		n := 0
+		for _, t := range g {
+			n += len(t)
+		}
+		if len(g) > 0 && n <= cap(g[0]) {
+			rn.S.Release(g[0][:n])
+		}
+	}
+}
+
 // StatsFrame is one sync's stats as a frame.
 func StatsFrame(name string, step int64, rank int, st *Stats) *wire.Stats {
 	v := map[string]float64{}

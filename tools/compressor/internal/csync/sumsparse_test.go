@@ -9,10 +9,11 @@ import (
 	"trainwire.dev/lib/wire"
 )
 
-// TestAddSparseAll: the blocked scatter-add of several ranks' frames gives
-// the bits of adding them one after the other, on a tensor of many blocks
-// with indices shared between ranks, at block edges and at the ends.
-func TestAddSparseAll(t *testing.T) {
+// TestSumSparse: the blocked sum of several ranks' frames gives the bits
+// of adding them one after the other to zeros, into a buffer that held
+// garbage, on a tensor of many blocks with indices shared between ranks,
+// at block edges and at the ends.
+func TestSumSparse(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, d := range []int{1, 1 << 14, 1<<14 + 1, 5<<14 + 77} {
 		for n := 1; n <= 5; n++ {
@@ -34,7 +35,10 @@ func TestAddSparseAll(t *testing.T) {
 				addSparse(want, f)
 			}
 			got := make([]float32, d)
-			addSparseAll(got, frames)
+			for i := range got {
+				got[i] = float32(math.NaN())
+			}
+			sumSparse(got, frames)
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("d=%d n=%d element %d: %v, one frame after the other %v", d, n, i, got[i], want[i])
