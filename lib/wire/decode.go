@@ -10,6 +10,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 	"github.com/zeebo/xxh3"
+
+	"trainwire.dev/lib/tensor"
 )
 
 // eagerAlloc is the most a payload buffer is allocated up front; larger
@@ -23,6 +25,7 @@ type dec struct {
 	cr   *countReader
 	lim  *Limits
 	hash *xxh3.Hasher // non-nil inside data frames: every bin goes through it
+	pool *tensor.Pool // when set, where payloads come from (Reader.SetPool)
 }
 
 func codeName(c byte) string {
@@ -215,7 +218,7 @@ func (d *dec) bin() ([]byte, error) {
 	}
 	var b []byte
 	if n <= eagerAlloc {
-		b = make([]byte, n)
+		b = d.alloc(n)
 		if err := d.d.ReadFull(b); err != nil {
 			return nil, err
 		}
@@ -233,6 +236,15 @@ func (d *dec) bin() ([]byte, error) {
 		_, _ = d.hash.Write(b)
 	}
 	return b, nil
+}
+
+// alloc returns n bytes for a payload that the read fills: from the pool
+// when there is one and the payload is a large whole number of float32.
+func (d *dec) alloc(n int) []byte {
+	if d.pool != nil && n >= 4096 && n%4 == 0 {
+		return tensor.Bytes(d.pool.Get(n / 4))
+	}
+	return make([]byte, n)
 }
 
 func (d *dec) shape() ([]int64, error) {

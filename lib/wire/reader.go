@@ -8,6 +8,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/zeebo/xxh3"
+
+	"trainwire.dev/lib/tensor"
 )
 
 // countReader is the byte source of a Reader: it counts consumed bytes so
@@ -54,6 +56,7 @@ type Reader struct {
 	streams  int
 	count    int64
 	hash     *xxh3.Hasher
+	pool     *tensor.Pool
 	err      error
 }
 
@@ -67,6 +70,17 @@ func NewReader(r io.Reader, lim Limits) *Reader {
 	cr := &countReader{br: br}
 	d := msgpack.NewDecoder(cr)
 	return &Reader{cr: cr, d: d, lim: lim.withDefaults(), hash: xxh3.New()}
+}
+
+// SetPool makes the payloads the Reader allocates (those of at least 4
+// KiB, a whole number of float32) come from p: a caller that hands a
+// frame's payload back with p.Put once done with it (tensor.Float32s of
+// it) spares the next one a fresh zeroed allocation. Builds whose byte
+// views are copies (tensor.ZeroCopy false) ignore it.
+func (r *Reader) SetPool(p *tensor.Pool) {
+	if tensor.ZeroCopy {
+		r.pool = p
+	}
 }
 
 // Header returns the header of the stream being read (nil before the
@@ -134,7 +148,7 @@ func (r *Reader) frame() (Frame, error) {
 		// A positive fixint never starts a frame (a map); text does.
 		return nil, &DecodeError{Frame: idx, Offset: start, Err: notStream(r.cr.br)}
 	}
-	d := &dec{d: r.d, cr: r.cr, lim: &r.lim}
+	d := &dec{d: r.d, cr: r.cr, lim: &r.lim, pool: r.pool}
 	typ, f, err := d.frame(r.inStream, r.hash)
 	if err == nil {
 		err = f.validate(&r.lim)

@@ -95,7 +95,7 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	rd := startReader(ctx, rio.Stdin, c.Limits())
 	w := wire.NewWriter(rio.Stdout, "compressor sync")
 	lp := &syncLoop{c: c, rn: rn, m: m, w: w, statsW: statsW, rank: rank, world: world,
-		groups: map[int]*fusing{}, total: map[string]int64{}}
+		groups: map[int]*fusing{}, total: map[string]int64{}, inputs: &rd.pool}
 	if err := lp.run(ctx, rd); err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type reader struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	queued int
+	// pool lends the tensors' payloads; the sync loop hands a batch's
+	// back once its sums are written.
+	pool tensor.Pool
 }
 
 func startReader(ctx context.Context, in io.Reader, lim wire.Limits) *reader {
@@ -47,6 +50,7 @@ func startReader(ctx context.Context, in io.Reader, lim wire.Limits) *reader {
 		defer stop()
 		defer close(rd.items)
 		wr := wire.NewReader(in, lim)
+		wr.SetPool(&rd.pool)
 		for {
 			f, err := wr.NextFrame()
 			if err == io.EOF {
@@ -102,6 +106,7 @@ type syncLoop struct {
 	rank, world int
 
 	groups       map[int]*fusing
+	inputs       *tensor.Pool // the reader's: where the input payloads come from
 	pending      [][]*wire.Dense
 	pendingBytes int
 	total        map[string]int64
@@ -317,7 +322,17 @@ func (lp *syncLoop) syncSome(ctx context.Context) error {
 	if err := lp.w.Flush(); err != nil {
 		return err
 	}
-	lp.rn.Release(res) // written out: the next step's sums reuse the buffers
+	// Written out: the next step's sums and inputs reuse the buffers.
+	lp.rn.Release(res)
+	if lp.inputs != nil && tensor.ZeroCopy {
+		for _, frames := range done {
+			for _, d := range frames {
+				if len(d.Data) >= 4096 && len(d.Data)%4 == 0 { // what the pool lends
+					lp.inputs.Put(tensor.Float32s(d.Data))
+				}
+			}
+		}
+	}
 	return nil
 }
 
