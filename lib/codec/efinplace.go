@@ -70,6 +70,26 @@ func (e *Encoder) encodeInPlace(in Input, r residual, st *State, maxG uint32) (*
 	return fr, sent, true, nil
 }
 
+// CompensateInPlace is Memory.Compensate for a residual memory (residual,
+// efsignsgd, powersgd) without a fresh p: p = β·e + γ·g (residual's
+// expressions, so the same bits) is written into the state's residual
+// slot and returned, for a caller that ends the step with m.Update(st, p,
+// sent, f), which then sets e ← p − sent in place. ok is false, with
+// nothing changed, for another memory, a non-finite g, or a p that could
+// overflow float32: the caller then takes the generic path (which rejects
+// a non-finite g or p with the state untouched).
+func CompensateInPlace(m Memory, st *State, g []float32) (p []float32, ok bool) {
+	r, isResidual := m.(residual)
+	if !isResidual {
+		return nil, false
+	}
+	maxG := maxMag(g, 0)
+	if maxG >= 0x7f800000 {
+		return nil, false
+	}
+	return compensateInPlace(r, st, g, maxG)
+}
+
 // compensateInPlace writes p = β·e + γ·g (with learning-rate rescaling as
 // residual.Compensate) into the residual slot and returns it, or reports
 // false, changing nothing, when p could overflow float32.

@@ -211,14 +211,19 @@ func (s *Syncer) preparePowerSGD(j *job) error {
 	if err != nil {
 		return s.local(err)
 	}
-	if err := codec.CheckFinite(j.u.Name, j.u.Data); err != nil {
-		return s.local(err)
-	}
 	s.storeMu.Lock()
 	state := s.Store.Get(j.u.Name)
 	s.storeMu.Unlock()
 	ps := &psgdJob{pl: pl, mem: mem, state: state}
-	ps.M = mem.Compensate(state, j.u.Data)
+	// M in the residual's own slot (Update then sets e ← M − sent in
+	// place), else a fresh M after the finiteness check.
+	var inPlace bool
+	if ps.M, inPlace = codec.CompensateInPlace(mem, state, j.u.Data); !inPlace {
+		if err := codec.CheckFinite(j.u.Name, j.u.Data); err != nil {
+			return s.local(err)
+		}
+		ps.M = mem.Compensate(state, j.u.Data)
+	}
 	if !pl.Matrix {
 		ps.x = tensor.Alloc(len(ps.M))
 		copy(ps.x, ps.M)
@@ -258,9 +263,10 @@ func (s *Syncer) powersgdAll(ctx context.Context, jobs []*job) error {
 		setF32(ps.P, bufs[i])
 		ps.pl.Orthonormalize(ps.P)
 		ps.Q = ps.pl.Q(ps.M, ps.P)
-		sent := make([]float32, len(ps.M))
+		sent := s.out.Get(len(ps.M)) // Decode sets every element
 		ps.pl.Decode(sent, ps.P, ps.Q)
 		ps.mem.Update(ps.state, ps.M, sent, &wire.Compressed{})
+		s.out.Put(sent)
 		qs = append(qs, f32Bytes(ps.Q))
 	}
 	if err := s.comm.AllReduceBytesMulti(ctx, qs, 4, addF32); err != nil {
