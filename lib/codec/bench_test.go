@@ -189,3 +189,36 @@ func BenchmarkTopKSizes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLowRank times PowerSGD's three rank-4 products on a 512×4608
+// matrix (ResNet-101's largest 3×3 convolution as PowerSGD views it).
+func BenchmarkLowRank(b *testing.B) {
+	const n, m, r = 512, 4608, 4
+	rng := rand.New(rand.NewPCG(5, 6))
+	draw := func(k int) []float32 {
+		x := make([]float32, k)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	x, q, p := draw(n*m), draw(m*r), draw(n*r)
+	b.Run("MQ", func(b *testing.B) {
+		out := make([]float64, n*r)
+		for b.Loop() {
+			mulMQ(out, x, q, n, m, r)
+		}
+	})
+	b.Run("MtP", func(b *testing.B) {
+		out := make([]float64, m*r)
+		for b.Loop() {
+			mulMtP(out, x, p, n, m, r)
+		}
+	})
+	b.Run("PQt", func(b *testing.B) {
+		out := make([]float32, n*m)
+		for b.Loop() {
+			mulPQt(out, p, q, n, m, r)
+		}
+	})
+}

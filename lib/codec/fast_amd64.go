@@ -167,3 +167,19 @@ func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32)
 //
 //go:noescape
 func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int)
+
+// outer4AVX2 is outer4Go on n rows (n a multiple of 8), p the four
+// coefficients.
+//
+//go:noescape
+func outer4AVX2(row *float32, q *float32, n int, p *[4]float32)
+
+// axpy4AVX2 is axpy4Go on the n elements of row.
+//
+//go:noescape
+func axpy4AVX2(q *float64, row *float32, n int, p *[4]float64)
+
+// dot4x4AVX2 is dot4Go on the four rows of m floats from x.
+//
+//go:noescape
+func dot4x4AVX2(x *float32, m int, q *float32, out *[16]float64)

@@ -94,3 +94,15 @@ func signumAVX2(dst *byte, m *float32, x *float32, n int, b, a float32) {
 func countGE7AVX2(x *float32, n int, tm1 *[7]int32, out *[7]int) {
 	panic("codec: no countGE7AVX2 on this platform")
 }
+
+func outer4AVX2(row *float32, q *float32, n int, p *[4]float32) {
+	panic("codec: no outer4AVX2 on this platform")
+}
+
+func axpy4AVX2(q *float64, row *float32, n int, p *[4]float64) {
+	panic("codec: no axpy4AVX2 on this platform")
+}
+
+func dot4x4AVX2(x *float32, m int, q *float32, out *[16]float64) {
+	panic("codec: no dot4x4AVX2 on this platform")
+}

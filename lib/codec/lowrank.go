@@ -22,6 +22,14 @@ func rowChunks(n, m int) [][2]int {
 // mulMQ sets p (n×r, float64) to M·Q for M (n×m, row-major) and q (m×r).
 func mulMQ(p []float64, x, q []float32, n, m, r int) {
 	parallel(rowChunks(n, m), func(_ int, lo, hi int) {
+		if r == 4 && haveAVX2 && m > 0 {
+			// Four rows at a time: four chains of additions at once.
+			var out [16]float64
+			for ; lo+4 <= hi; lo += 4 {
+				dot4x4AVX2(&x[lo*m : (lo+4)*m][0], m, &q[:4*m][0], &out)
+				copy(p[4*lo:4*lo+16], out[:])
+			}
+		}
 		for i := lo; i < hi; i++ {
 			row := x[i*m : (i+1)*m]
 			pi := p[i*r : (i+1)*r]
@@ -86,8 +94,19 @@ func mulMtP(q []float64, x, p []float32, n, m, r int) {
 	})
 }
 
-// axpy4 adds row[j]·(p0, p1, p2, p3) to q's rank-4 rows.
+// axpy4 adds row[j]·(p0, p1, p2, p3) to q's rank-4 rows: axpy4AVX2
+// where the CPU has AVX2, else axpy4Go.
 func axpy4(q []float64, row []float32, p0, p1, p2, p3 float64) {
+	if haveAVX2 && len(row) > 0 {
+		p := [4]float64{p0, p1, p2, p3}
+		axpy4AVX2(&q[:4*len(row)][0], &row[0], len(row), &p)
+		return
+	}
+	axpy4Go(q, row, p0, p1, p2, p3)
+}
+
+// axpy4Go is axpy4 in pure Go.
+func axpy4Go(q []float64, row []float32, p0, p1, p2, p3 float64) {
 	q = q[:4*len(row)]
 	for j, v := range row {
 		if v == 0 {
@@ -125,8 +144,21 @@ func mulPQt(dst, p, q []float32, n, m, r int) {
 }
 
 // outer4 sets row[j] to (p0, p1, p2, p3)·q[j] for a rank-4 q, summed from
-// +0 in order as the plain loop does.
+// +0 in order as the plain loop does: outer4AVX2 eight at a time where the
+// CPU has AVX2, outer4Go for the rest.
 func outer4(row, q []float32, p0, p1, p2, p3 float32) {
+	q = q[:4*len(row)]
+	k := 0
+	if haveAVX2 && len(row) >= 8 {
+		k = len(row) / 8 * 8
+		p := [4]float32{p0, p1, p2, p3}
+		outer4AVX2(&row[0], &q[0], k, &p)
+	}
+	outer4Go(row[k:], q[4*k:], p0, p1, p2, p3)
+}
+
+// outer4Go is outer4 in pure Go.
+func outer4Go(row, q []float32, p0, p1, p2, p3 float32) {
 	q = q[:4*len(row)]
 	for j := range row {
 		qj := q[4*j : 4*j+4 : 4*j+4]

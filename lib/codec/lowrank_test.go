@@ -88,4 +88,18 @@ func TestLowRankTwin(t *testing.T) {
 			require.Equal(t, tensor.Bytes(mulPQtGo(p, q, n, m, r)), tensor.Bytes(gotD), "P·Qᵀ %dx%d r=%d", n, m, r)
 		}
 	}
+	// A zero of M adds nothing, even times an infinite P or Q (0·∞ would
+	// be NaN).
+	n, m, r := 9, 40, 4
+	x, q, p := draw(n*m), draw(m*r), draw(n*r)
+	for i := 0; i < len(x); i += 3 {
+		x[i] = 0
+	}
+	q[5], p[6] = float32(math.Inf(1)), float32(math.Inf(-1))
+	gotP := make([]float64, n*r)
+	mulMQ(gotP, x, q, n, m, r)
+	require.Equal(t, f64(mulMQGo(x, q, n, m, r)), f64(gotP), "M·Q with ∞")
+	gotQ := make([]float64, m*r)
+	mulMtP(gotQ, x, p, n, m, r)
+	require.Equal(t, f64(mulMtPGo(x, p, n, m, r)), f64(gotQ), "Mᵀ·P with ∞")
 }
