@@ -94,6 +94,7 @@ type psRound struct {
 	nnz  int
 	K    int
 	cb   []int
+	clo  []int  // chunk c holds positions clo[c] ≤ pos < clo[c+1]
 	body []byte // the pull's values, summed chunk by chunk
 	mine []uint32
 	pull message
@@ -212,14 +213,17 @@ func (r *psRound) union() {
 	}
 	r.K = pullChunks(r.nnz, r.w)
 	r.cb = make([]int, r.K+1)
+	r.clo = make([]int, r.K+1)
 	for c := range r.K {
-		if lo := chunkLo(r.S, r.K, c); lo < r.S {
+		lo := chunkLo(r.S, r.K, c)
+		r.clo[c] = lo
+		if lo < r.S {
 			r.cb[c] = r.rankU(lo)
 		} else {
 			r.cb[c] = r.nnz
 		}
 	}
-	r.cb[r.K] = r.nnz
+	r.cb[r.K], r.clo[r.K] = r.nnz, r.S
 }
 
 // rankU is the rank in 𝕌 of position pos.
@@ -549,12 +553,11 @@ func (r *psRound) byChunk() (order, from [][]int32) {
 
 // chunkOf is the pull chunk holding position pos.
 func (r *psRound) chunkOf(pos int) int {
-	S, K := r.S, r.K
-	c := pos * K / S
-	for c > 0 && pos < chunkLo(S, K, c) {
+	c := pos * r.K / r.S
+	for c > 0 && pos < r.clo[c] {
 		c--
 	}
-	for c+1 < K && pos >= chunkLo(S, K, c+1) {
+	for c+1 < r.K && pos >= r.clo[c+1] {
 		c++
 	}
 	return c
