@@ -9,8 +9,10 @@ Prints one JSON line per measurement on stdout.
 
 import argparse
 import json
+import mmap
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -64,6 +66,45 @@ def state_copier(sd):
     return copy_out
 
 
+def load_fresh(a, path, tag):
+    """torch.load of path in a new process, as a restarted trainer does it (its memory is not
+    yet faulted in, and not recycled from an earlier load): the process starts and imports torch,
+    waits at barrier tag with the other ranks', then loads. Returns the load's seconds."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--rank", str(a.rank), "--world", str(a.world),
+                          "--socket", "-", "--dir", a.dir, "--torch-load", path, "--tag", tag],
+                         check=True, capture_output=True, text=True)
+    return float(out.stdout)
+
+
+def copy_floor(a, sd, copy_out):
+    """The least any restore from memory into the state's tensors costs on this host: the same
+    bytes copied by the same callback out of a shared-memory file this process maps afresh, every
+    rank at once, with no agent, no control message and no check. ITERS rounds; their seconds."""
+    fd = os.memfd_create("ckpt-bench-floor")
+    try:
+        n = sum(t.numel() * 4 for t in sd.values())
+        os.ftruncate(fd, n)
+        with mmap.mmap(fd, n) as mm:
+            dst, off = np.frombuffer(mm, dtype=np.uint8), 0
+            for t in sd.values():
+                k = t.numel() * 4
+                np.copyto(dst[off:off + k], t.numpy().reshape(-1).view(np.uint8))
+                off += k
+            del dst
+        out = []
+        for i in range(a.iters):
+            for t in sd.values():
+                t.zero_()
+            barrier(a.dir, "cf%d" % i, a.rank, a.world)
+            t0 = time.perf_counter()
+            with mmap.mmap(fd, n, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) as mm:
+                copy_out(memoryview(mm), lambda k: None)
+            out.append(time.perf_counter() - t0)
+        return out
+    finally:
+        os.close(fd)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -73,8 +114,16 @@ def main():
     ap.add_argument("--state", default="512MiB")
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--restore-peer", action="store_true")
+    ap.add_argument("--torch-load", metavar="FILE", help="time torch.load(FILE) after barrier --tag; print seconds")
+    ap.add_argument("--tag")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.torch_load:
+        barrier(a.dir, a.tag, a.rank, a.world)
+        t0 = time.perf_counter()
+        torch.load(a.torch_load)
+        print(time.perf_counter() - t0)
+        return
     total = size(a.state)
     sd = state_dict(total, a.rank)
     nbytes = sum(t.numel() * 4 for t in sd.values())
@@ -129,32 +178,38 @@ def main():
          commit_s=commits, commit_median=statistics.median(commits))
 
     # Restore from local memory (into the state's own tensors) vs torch.load (page cache: the file
-    # was just written), all ranks at once. First as a restarted trainer does (a new connection:
-    # it maps the agent's buffer afresh), then as a trainer that stayed up while the job rolled
-    # back (the connection that saved, which keeps the buffer mapped).
+    # was just written) in a new process, all ranks at once, ITERS rounds (medians). First as a
+    # restarted trainer does (a new connection: it maps the agent's buffer afresh), then as a
+    # trainer that stayed up while the job rolled back (the connection that saved, which keeps the
+    # buffer mapped).
     want = {k: v.clone() for k, v in list(sd.items())[:1]}
     copy_out = state_copier(sd)
 
-    def restore(ag, tag):
+    def restore(connect, tag):
         for t in sd.values():
             t.zero_()
         barrier(a.dir, tag, a.rank, a.world)
         t0 = time.perf_counter()
+        ag = connect()
         it, src = ag.restore_shm(copy_out, stream=True)
-        return it, src, time.perf_counter() - t0, all(torch.equal(want[k], sd[k]) for k in want)
+        return ag, it, src, time.perf_counter() - t0, all(torch.equal(want[k], sd[k]) for k in want)
 
-    fresh = Agent(a.socket)
-    it, src, t_local, ok = restore(fresh, "rs")
-    fresh.close()
-    t0 = time.perf_counter()
-    loaded = torch.load(path)
-    t_load = time.perf_counter() - t0
-    ok = ok and all(torch.equal(loaded[k], sd[k]) for k in sd)
-    _, _, t_kept, ok_kept = restore(agent, "rs2")
-    ok = ok and ok_kept and all(torch.equal(loaded[k], sd[k]) for k in sd)
-    del loaded
-    emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=t_local,
-         ckpt_kept_s=t_kept, torch_load_s=t_load, equal=ok)
+    loaded = torch.load(path)  # what both restores are checked against
+    t_local, t_load, t_kept, ok = [], [], [], True
+    for i in range(a.iters):
+        fresh, it, src, t, good = restore(lambda: Agent(a.socket), "rs%d" % i)  # connecting is part of it
+        fresh.close()
+        t_local.append(t)
+        ok = ok and good and all(torch.equal(loaded[k], sd[k]) for k in sd)
+        t_load.append(load_fresh(a, path, "tl%d" % i))  # all ranks load at once, as they restored
+        _, _, _, t, good = restore(lambda: agent, "rk%d" % i)
+        t_kept.append(t)
+        ok = ok and good and all(torch.equal(loaded[k], sd[k]) for k in sd)
+    med = statistics.median
+    floor = copy_floor(a, sd, copy_out)
+    emit(kind="copy_floor", rank=a.rank, bytes=nbytes, s=med(floor), rounds=floor)
+    emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=med(t_local),
+         ckpt_kept_s=med(t_kept), torch_load_s=med(t_load), equal=ok, rounds=dict(ckpt=t_local, kept=t_kept, torch_load=t_load))
     agent.close()
 
 

@@ -12,7 +12,8 @@
 # 3. restore from local memory (as a restarted trainer: a new connection that maps the agent's
 #    buffer afresh; then as one that stayed up and keeps its save's mapping) and, after kill -9
 #    of rank 1's agent and a fresh replacement, from peer memory, against torch.load of the same
-#    state (from the page cache).
+#    state (from the page cache); every rank at once, after a barrier, on both sides; the local
+#    restore ITERS rounds (the median of each rank's rounds, then the median over ranks).
 #
 # Environment: CKPT (default <repo>/bin/ckpt), OUT_DIR (default <repo>/out/bench), STATE
 # (default 512MiB per rank), ITERS (3), PROFILE (set: each agent writes a Go CPU profile to

@@ -51,3 +51,8 @@ for kind, what in (("restore_local", "local memory"), ("restore_peer", "peer mem
         if kept:
             print("  by a trainer that stayed up (its save's mapping of the buffer kept): ckpt %.1f ms -> %.1fx faster" % (
                 med(kept) * 1e3, tl / med(kept)))
+        fl = by.get("copy_floor") if kind == "restore_local" else None
+        if fl:
+            f = med([x["s"] for x in fl])
+            print("  memory floor (%d processes copying their %.0f MB from a fresh shared-memory mapping into their tensors at once, no agent): %.1f ms"
+                  " -> restarted trainer at %.2fx it, torch.load at %.2fx it" % (len(fl), fl[0]["bytes"] / MB, f * 1e3, ck / f, tl / f))

@@ -203,6 +203,11 @@ def local(t, d):
         kk = statistics.median(kept)
         t.row("3", "local restore, trainer that stayed up (mapping kept)", "%.1f ms" % (kk * 1e3),
               "torch.load %.1f ms" % (tl * 1e3), "%.2fx" % (tl / kk), "(reported)", None)
+    fl = [r["s"] for r in jsonl(path) if r.get("kind") == "copy_floor"]
+    if fl:
+        f = statistics.median(fl)
+        t.row("3", "local restore, restarted trainer, against the memory floor (the copy alone, no agent)", "%.1f ms" % (ck * 1e3),
+              "%.1f ms" % (f * 1e3), "%.2fx" % (ck / f), "(reported)", None)
 
 
 def rnah(t, d, world):

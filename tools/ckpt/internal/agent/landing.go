@@ -94,6 +94,7 @@ type streamer struct {
 	path            string // the buffer the trainer was last told of
 	size, sent      int64  // its length, and what the trainer was told has arrived
 	err             error  // the first failed send: nothing more is sent
+	spec            *speculation
 }
 
 // progressStep is the least progress worth a message (fetches call

@@ -33,6 +33,10 @@ func (a *Agent) trainerRestore(cn *conn, meta map[string]string) (*store.Version
 	var s *streamer
 	if meta[kMode] == "shm" && meta[kStream] == "1" {
 		s = &streamer{cn: cn}
+		if _, ok := meta[kIter]; !ok || meta[kLatest] == "1" {
+			s.spec = a.speculate(s)
+			defer s.spec.finish()
+		}
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, 4*a.cfg.Timeout)
 	defer cancel()
@@ -199,7 +203,7 @@ func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted 
 		s.iter, s.committed = target, maxCommitted
 		s.announce(path, store.Info{Len: int64(len(data)), XXH3: sum, Format: format}, source, int64(len(data)))
 		if !verified {
-			if h := xxh3.Hash(data); h != sum {
+			if h := s.digest(hv, data); h != sum {
 				release()
 				return nil, nil, cn.sendError("corrupt", fmt.Errorf("iteration %d of rank %d from %s: digest %016x, commit record says %016x; what was copied out is not the checkpoint", target, me, source, h, sum))
 			}
