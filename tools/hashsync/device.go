@@ -47,7 +47,7 @@ func (c *SyncCmd) openDevice() (*gpu.Device, error) {
 	switch {
 	case !hashesOnDevice[c.Scheme]:
 		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("--device %s: scheme %s does not hash; only zen, bp-coo and auto run Algorithm 1 on the GPU", c.Device, c.Scheme))
-	case c.Partitioner != "hash":
+	case c.Partitioner == "bucket":
 		return nil, cli.WithCode(cli.ExitUsage, fmt.Errorf("--device %s: --partitioner %s runs on the CPU; the GPU runs Algorithm 1 (--partitioner hash)", c.Device, c.Partitioner))
 	}
 	dev, err := gpu.Open(ord)

@@ -15,7 +15,7 @@ type SchemeFlags struct {
 	K            int          `help:"Second-level hash functions of Algorithm 1." default:"3" env:"TRAINWIRE_HASH_K"`
 	R1Factor     float64      `name:"r1-factor" help:"Parallel memory: r1 = ceil(R1FACTOR·nnz/n) slots per partition." default:"2" env:"TRAINWIRE_R1_FACTOR"`
 	R2Fraction   float64      `name:"r2-fraction" help:"Serial memory: r2 = ceil(R2FRACTION·r1) slots per partition." default:"0.1" env:"TRAINWIRE_R2_FRACTION"`
-	Partitioner  string       `help:"hash (Algorithm 1, compare-and-swap) or bucket (counting sort; same sets)." enum:"hash,bucket" default:"hash" env:"TRAINWIRE_PARTITIONER"`
+	Partitioner  string       `help:"auto (bucket on the CPU, hash with --device), hash (Algorithm 1, compare-and-swap; its serial-write statistics) or bucket (counting sort: the same sets, each in ascending row order, which the gathers and the servers' lookups then read in order)." enum:"auto,hash,bucket" default:"auto" env:"TRAINWIRE_PARTITIONER"`
 	Pull         string       `help:"zen's pull encoding: auto (smaller of hash bitmap and COO, per message), bitmap or coo." enum:"auto,bitmap,coo" default:"auto" env:"TRAINWIRE_PULL"`
 	Block        int          `help:"omnireduce block size, in elements." default:"256" env:"TRAINWIRE_BLOCK"`
 	Rho          float64      `help:"hitopk density per segment (0: every non-zero row, lossless)." default:"0" env:"TRAINWIRE_RHO"`
@@ -33,6 +33,9 @@ func (c *SchemeFlags) config(env launch.Env) (scheme.Config, error) {
 	cfg := scheme.DefaultConfig(c.Scheme)
 	cfg.Seed, cfg.K, cfg.C, cfg.R2 = c.Seed, c.K, c.R1Factor, c.R2Fraction
 	cfg.Partitioner, cfg.Pull, cfg.Block, cfg.Rho, cfg.ProfileIters, cfg.Workers = c.Partitioner, c.Pull, c.Block, c.Rho, c.ProfileIters, c.Workers
+	if cfg.Partitioner == "auto" {
+		cfg.Partitioner = "bucket" // SyncCmd.Run makes it hash for a GPU
+	}
 	cfg.Trials = c.AutoTrials
 	cfg.MaxMessage = int64(c.MaxMessage)
 	cfg.LocalSize = c.LocalSize

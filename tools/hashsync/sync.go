@@ -52,6 +52,7 @@ func (c *SyncCmd) Run(rio *cli.IO) error {
 	}
 	if dev != nil {
 		defer dev.Close()
+		cfg.Partitioner = "hash" // the GPU runs Algorithm 1 (openDevice refused bucket)
 	}
 	stopProfile, err := cli.StartCPUProfile(c.CPUProfile)
 	if err != nil {

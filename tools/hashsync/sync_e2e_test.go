@@ -151,8 +151,8 @@ func TestSyncEveryScheme(t *testing.T) {
 		args   []string
 	}{
 		{"normal", "zen", nil},
-		{"normal", "zen", []string{"--partitioner", "bucket", "--pull", "bitmap"}},
-		{"normal", "zen", []string{"--r1-factor", "0.05", "--r2-fraction", "0.01"}}, // serial memory overflows
+		{"normal", "zen", []string{"--partitioner", "hash", "--pull", "bitmap"}},                             // Algorithm 1 (the default is bucket)
+		{"normal", "zen", []string{"--partitioner", "hash", "--r1-factor", "0.05", "--r2-fraction", "0.01"}}, // serial memory overflows
 		{"avg", "zen", []string{"--average"}},
 		{"dense", "zen", []string{"--row-width", "1"}},
 		{"avgdense", "zen", []string{"--row-width", "1", "--average"}},

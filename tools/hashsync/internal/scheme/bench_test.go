@@ -49,11 +49,14 @@ func BenchmarkSync4(b *testing.B) {
 
 // BenchmarkZenDeepFM is zen on the benchmark's shape: 1M rows × 16, about
 // 2.8% of the rows per rank (hot rows shared), 4 in-process ranks, with a
-// sparse and a dense (DenseOut) result. Profile one: go test -run - -bench
-// ZenDeepFM -cpuprofile cpu.out ./internal/scheme/
+// sparse and a dense (DenseOut) result, partitioned by Algorithm 1 (hash)
+// and by the counting sort (bucket, the CLI's default on the CPU). Profile
+// one: go test -run - -bench ZenDeepFM/sparse/bucket -cpuprofile cpu.out
+// ./internal/scheme/
 func BenchmarkZenDeepFM(b *testing.B) {
-	for _, form := range []string{"sparse", "dense"} {
-		b.Run(form, func(b *testing.B) {
+	for _, c := range []struct{ form, part string }{{"sparse", "hash"}, {"sparse", "bucket"}, {"dense", "hash"}, {"dense", "bucket"}} {
+		form := c.form
+		b.Run(form+"/"+c.part, func(b *testing.B) {
 			const n, rows, w = 4, 1_000_000, 16
 			in := make([]*Tensor, n)
 			for r := range n {
@@ -66,7 +69,9 @@ func BenchmarkZenDeepFM(b *testing.B) {
 			for r := range n {
 				dense[r] = make([]float32, rows*w)
 				wg.Go(func() {
-					s, err := New(context.Background(), ms[r], DefaultConfig("zen"))
+					cfg := DefaultConfig("zen")
+					cfg.Partitioner = c.part
+					s, err := New(context.Background(), ms[r], cfg)
 					if err != nil {
 						b.Error(err)
 					}
