@@ -291,6 +291,7 @@ func (r *syncRun) syncOne(it syncItem) error {
 	if err := r.w.Write(frame); err != nil {
 		return err
 	}
+	r.s.Release(out) // written out: its values serve a later result
 	st.Times["write"] = time.Since(t2).Seconds()
 	for ph, b := range st.Recv {
 		r.total[ph] += b

@@ -88,9 +88,11 @@ func BenchmarkZenDeepFM(b *testing.B) {
 							clear(dense[r])
 							p.DenseOut = dense[r]
 						}
-						if _, _, err := ss[r].Sync(context.Background(), p); err != nil {
+						out, _, err := ss[r].Sync(context.Background(), p)
+						if err != nil {
 							b.Error(err)
 						}
+						ss[r].Release(out) // as the sync loop does once it wrote the result
 					})
 				}
 				wg.Wait()
@@ -121,7 +123,7 @@ func BenchmarkMergerPlace(b *testing.B) {
 	}
 	b.SetBytes(int64(total * width * 4))
 	for b.Loop() {
-		m, err := newMerger("w", rows, width, runs)
+		m, err := newMerger("w", rows, width, runs, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

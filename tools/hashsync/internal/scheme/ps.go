@@ -65,7 +65,7 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 	// values (rows gathered straight into the message, one copy).
 	encode := func(j int, part []int32, lo, hi int) {
 		c := counts[j]
-		body := make([]byte, c*(4+4*w))
+		body := s.bodies.get(c * (4 + 4*w))
 		idx, flushIdx := tensor.WritableUint32s(body[:4*c])
 		val, flushVal := tensor.WritableFloat32s(body[4*c:])
 		if part != nil {

@@ -60,6 +60,12 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	}
 	t3 := time.Now()
 	r.st.Times["pull"] = t3.Sub(t1).Seconds()
+	// Every push is sent and summed: their buffers serve the next steps.
+	for j, m := range p.push {
+		s.bodies.put(m.body)
+		p.push[j].body = nil
+	}
+	p.local.body = nil
 	out := r.result()
 	r.st.Times["decode"] = time.Since(t3).Seconds()
 	return out, nil
@@ -470,7 +476,7 @@ func (r *psRound) layout() {
 	for q := range r.n {
 		runs[q].idx = r.runIdx[q]
 	}
-	g, err := newMerger(r.t.Name, r.t.Rows, r.w, runs)
+	g, err := newMerger(r.t.Name, r.t.Rows, r.w, runs, &r.s.results)
 	type todo struct{ q, lo, hi int }
 	var jobs []todo
 	r.mu.Lock()

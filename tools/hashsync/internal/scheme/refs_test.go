@@ -4,7 +4,7 @@ package scheme
 // ascending, into one ascending tensor (see merger). Overlapping runs
 // cannot happen with disjoint partitions: they panic.
 func mergeLists(name string, rows, width int, runs []list) *Tensor {
-	m, err := newMerger(name, rows, width, runs)
+	m, err := newMerger(name, rows, width, runs, nil)
 	if err != nil {
 		panic("scheme: " + err.Error())
 	}

@@ -12,6 +12,7 @@ import (
 	"trainwire.dev/lib/collective"
 	"trainwire.dev/lib/exit"
 	"trainwire.dev/lib/mesh"
+	"trainwire.dev/lib/tensor"
 
 	"trainwire.dev/lib/zen"
 )
@@ -139,6 +140,8 @@ type Syncer struct {
 	dupBits  [][]uint64           // syncPS positions pushed per rank, reused
 	order    [][]int32            // syncPS pushed entries by chunk per rank, reused
 	rbufs    map[int][][]byte     // receive buffers per operation and rank, reused
+	bodies   bodies               // push messages' buffers, recycled
+	results  tensor.Pool          // syncPS results' values, back from Release
 	autoMu   sync.Mutex           // auto is read by Prepare, written by Sync
 	auto     map[string]*autoState
 	// slow, in tests, delays a scheme's syncs inside the time auto
@@ -318,6 +321,17 @@ func (s *Syncer) Prepare(t *Tensor) *Prepared {
 	}
 	p.stats.Times["prepare"] = time.Since(t0).Seconds()
 	return p
+}
+
+// Release hands back a result of Sync the caller is done with (written
+// out, copied): its buffers serve later results without the zeroing and
+// page faults of fresh memory. The caller must not use t's values
+// afterwards. Results whose values Sync did not draw from its pool (other
+// schemes, a dense output) are left alone; not calling Release is fine.
+func (s *Syncer) Release(t *Tensor) {
+	if t != nil && cap(t.Val) > 0 {
+		s.results.Put(t.Val[:cap(t.Val)])
+	}
 }
 
 // Sync synchronizes a prepared tensor and returns the sum over all ranks

@@ -6,6 +6,8 @@ package scheme
 import (
 	"fmt"
 	"math/bits"
+
+	"trainwire.dev/lib/tensor"
 )
 
 // Tensor is a row-sparse float32 tensor: Rows rows of Width elements, of
@@ -132,14 +134,21 @@ type merger struct {
 }
 
 // newMerger lays out the output of runs, of which only the indices are
-// read. It fails if two runs share a row.
-func newMerger(name string, rows, width int, runs []list) (*merger, error) {
+// read. It fails if two runs share a row. The values come from pool when
+// it is not nil (every one is written by place).
+func newMerger(name string, rows, width int, runs []list, pool *tensor.Pool) (*merger, error) {
 	total := 0
 	for _, r := range runs {
 		total += len(r.idx)
 	}
+	var val []float32
+	if pool != nil {
+		val = getResult(pool, total*width)
+	} else {
+		val = make([]float32, total*width)
+	}
 	m := &merger{
-		t:      &Tensor{Name: name, Rows: rows, Width: width, Idx: make([]uint32, total), Val: make([]float32, total*width)},
+		t:      &Tensor{Name: name, Rows: rows, Width: width, Idx: make([]uint32, total), Val: val},
 		words:  make([]uint64, (rows+63)/64),
 		prefix: make([]int32, (rows+63)/64),
 	}
