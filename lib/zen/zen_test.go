@@ -138,6 +138,18 @@ func TestTable(t *testing.T) {
 				assert.Equal(t, uint32(r), tb.Rank[idx])
 			}
 		}
+		// Every row against every membership: in 𝕀_j exactly when h0 says
+		// so, at its rank there; rows past the table are in none.
+		for idx := range uint32(c.rows) + 70 {
+			for j := range c.n {
+				pos, in := tb.Member[j].Pos(idx)
+				want := int(idx) < c.rows && H0(idx, 11, c.n) == j
+				require.Equal(t, want, in, "row %d, set %d", idx, j)
+				if in {
+					require.Equal(t, int(tb.Rank[idx]), pos, "row %d, set %d", idx, j)
+				}
+			}
+		}
 		assert.Equal(t, c.rows, total)
 		bits := 0
 		for j := range c.n {
