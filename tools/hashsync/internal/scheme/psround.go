@@ -355,11 +355,14 @@ func (r *psRound) onHead(q int, m message) error {
 	if cap(r.s.runIdx[q]) < k {
 		r.s.runIdx[q] = make([]uint32, k+k/8)
 	}
-	cut := runCutter{size: r.lay.size(q), K: pullChunks(k, r.w), l: r.s.runIdx[q][:0]}
-	cut.b = make([]int, cut.K+1)
+	cut := newRunCutter(r.lay.size(q), pullChunks(k, r.w), r.s.runIdx[q][:0])
 	var err error
 	if m.fmt == fmtBitmap {
-		err = cut.bitmap(m.head, k, func(t int) uint32 { return r.lay.at(q, t) })
+		h, ok := r.lay.(hashLayout)
+		if !ok {
+			return fmt.Errorf("a hash bitmap pull head for %s, whose rows are not hashed", r.p.scheme)
+		}
+		err = cut.bitmap(m.head, k, h.t.Set(q))
 	} else {
 		err = cut.rows(tensor.Uint32sOrCopy(m.head), func(x uint32) (int, bool) { return r.lay.pos(q, x) }, q)
 	}
@@ -380,43 +383,66 @@ func (r *psRound) onHead(q int, m message) error {
 type runCutter struct {
 	size, K int // the server's universe and its chunk count
 	c       int // the chunk being filled
+	hi      int // the end of chunk c, in positions
 	l       []uint32
 	b       []int
 }
 
+func newRunCutter(size, K int, l []uint32) runCutter {
+	_, hi := collective.Chunk(size, K, 0)
+	return runCutter{size: size, K: K, hi: hi, l: l, b: make([]int, K+1)}
+}
+
 // next advances the chunk bounds to position t, which is the position of
-// run entry len(l).
-func (u *runCutter) next(t int) {
-	for u.c < u.K {
-		if _, hi := collective.Chunk(u.size, u.K, u.c); t < hi {
-			break
-		}
+// run entry o.
+func (u *runCutter) next(t, o int) {
+	for u.c < u.K && t >= u.hi {
 		u.c++
-		u.b[u.c] = len(u.l)
+		u.b[u.c] = o
+		_, u.hi = collective.Chunk(u.size, u.K, u.c)
 	}
 }
 
-// bitmap reads a hash bitmap head: bit t names the row at(t); k bits must
-// be set.
-func (u *runCutter) bitmap(bm []byte, k int, at func(int) uint32) error {
+// bitmap reads a hash bitmap head over set, the server's rows (ascending,
+// size of them): bit t names set[t]; k bits must be set.
+func (u *runCutter) bitmap(bm []byte, k int, set []uint32) error {
+	if len(set) != u.size || len(bm) != zen.BitmapBytes(u.size) {
+		return fmt.Errorf("hash bitmap of %d bytes for a partition of %d rows", len(bm), u.size)
+	}
 	if r := u.size % 8; r != 0 && len(bm) > 0 && bm[len(bm)-1]>>r != 0 {
 		return fmt.Errorf("hash bitmap sets bits past row %d of the partition", u.size)
 	}
-	for i, x := range bm {
-		for x != 0 {
-			if len(u.l) == k {
-				return fmt.Errorf("hash bitmap has more than %d bits set", k)
-			}
-			t := i*8 + bits.TrailingZeros8(x)
-			u.next(t)
-			u.l = append(u.l, at(t))
-			x &= x - 1
+	n := 0
+	for i := 0; i < len(bm); i += 8 {
+		n += bits.OnesCount64(word(bm, i))
+	}
+	if n != k {
+		return fmt.Errorf("hash bitmap has %d bits set for %d rows", n, k)
+	}
+	l := slices.Grow(u.l[:0], k)[:k]
+	o := 0
+	for i := 0; i < len(bm); i += 8 {
+		for x := word(bm, i); x != 0; x &= x - 1 {
+			t := i*8 + bits.TrailingZeros64(x)
+			u.next(t, o)
+			l[o] = set[t]
+			o++
 		}
 	}
-	if len(u.l) != k {
-		return fmt.Errorf("hash bitmap has %d bits set for %d rows", len(u.l), k)
-	}
+	u.l = l
 	return nil
+}
+
+// word returns the up to 8 bytes of b from i, little-endian.
+func word(b []byte, i int) uint64 {
+	if i+8 <= len(b) {
+		return binary.LittleEndian.Uint64(b[i:])
+	}
+	var x uint64
+	for k, v := range b[i:] {
+		x |= uint64(v) << (8 * k)
+	}
+	return x
 }
 
 // rows reads a row-index head: rows of server q's partition, ascending.
@@ -428,7 +454,7 @@ func (u *runCutter) rows(idx []uint32, pos func(uint32) (int, bool), q int) erro
 			return fmt.Errorf("row %d (entry %d) is not in partition %d or not ascending", x, i, q)
 		}
 		prev = t
-		u.next(t)
+		u.next(t, len(u.l))
 		u.l = append(u.l, x)
 	}
 	return nil
