@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,26 +27,21 @@ func sealed(t *testing.T, a *Agent, owner int, iter int64, data []byte) {
 func speculativeRestore(t *testing.T, a *Agent, target int64) ([][]byte, Result, error) {
 	t.Helper()
 	cn, cl := streamPair(t)
-	agentErr := make(chan error, 1)
-	go func() {
-		agentErr <- func() error {
-			meta, _, err := cn.recv(0)
-			if err != nil {
-				return err
-			}
-			s := &streamer{cn: cn}
-			s.spec = a.speculate(s)
-			defer s.spec.finish()
-			v := a.st.Get(a.cfg.Rank, target, store.AnyEpoch)
-			require.NotNil(t, v)
-			hv, _, err := a.handOver(cn, meta, target, target, "local", v, nil, v.Data(), v.XXH3, FormatRaw, false, s)
-			if hv == nil {
-				return err
-			}
-			defer a.st.Unpin(hv)
-			return serveRelease(cn)
-		}()
-	}()
+	agentErr := serveRequest(cn, func(meta map[string]string) error {
+		s := &streamer{cn: cn}
+		s.spec = a.speculate(s)
+		defer s.spec.finish()
+		v := a.st.Get(a.cfg.Rank, target, store.AnyEpoch)
+		if v == nil {
+			return fmt.Errorf("no version of iteration %d", target)
+		}
+		hv, _, err := a.handOver(cn, meta, target, target, "local", v, nil, v.Data(), v.XXH3, FormatRaw, false, s)
+		if hv == nil {
+			return err
+		}
+		defer a.st.Unpin(hv)
+		return serveRelease(cn)
+	})
 	var seen [][]byte
 	res, err := cl.RestoreShm(-1, func(mem []byte, ready func(int64) error) error {
 		if err := ready(int64(len(mem))); err != nil {

@@ -39,6 +39,21 @@ func bufferFile(t *testing.T, name string, b []byte) string {
 	return p
 }
 
+// serveRequest runs the agent's side of one trainer request on cn: it
+// reads the request and passes its header to serve, on its own goroutine;
+// the channel gets serve's error.
+func serveRequest(cn *conn, serve func(meta map[string]string) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		meta, _, err := cn.recv(0)
+		if err == nil {
+			err = serve(meta)
+		}
+		done <- err
+	}()
+	return done
+}
+
 // serveRelease answers the client's "release".
 func serveRelease(cn *conn) error {
 	m, _, err := cn.recv(0)
@@ -129,18 +144,11 @@ func TestStreamedRestoreCorruptLocal(t *testing.T) {
 	require.NoError(t, err)
 	copy(b.Bytes(), data)
 	cn, cl := streamPair(t)
-	agentErr := make(chan error, 1)
-	go func() {
-		agentErr <- func() error {
-			meta, _, err := cn.recv(0)
-			if err != nil {
-				return err
-			}
-			s := &streamer{cn: cn}
-			_, _, err = a.handOver(cn, meta, 3, 3, "local", nil, b, b.Bytes()[:len(data)], 12345, FormatRaw, false, s)
-			return err
-		}()
-	}()
+	agentErr := serveRequest(cn, func(meta map[string]string) error {
+		s := &streamer{cn: cn}
+		_, _, err := a.handOver(cn, meta, 3, 3, "local", nil, b, b.Bytes()[:len(data)], 12345, FormatRaw, false, s)
+		return err
+	})
 	var saw []byte
 	_, err = cl.RestoreShm(3, func(mem []byte, ready func(int64) error) error {
 		require.NoError(t, ready(int64(len(mem))))
