@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trainwire.dev/lib/mesh/meshtest"
+	"trainwire.dev/lib/tensor"
 )
 
 // BenchmarkSync4 synchronizes a DeepFM-like row-sparse tensor (200k rows ×
@@ -101,13 +102,15 @@ func BenchmarkZenDeepFM(b *testing.B) {
 	}
 }
 
-// BenchmarkMergerPlace places 4 servers' pulls (a hash partition of 85,000
-// of 1M rows, 16 floats each: the deepfm union at n = 4) into one sparse
-// result, as a worker does after a zen step: the cost per row of the
-// placement alone, with the machine to itself (docs/bench.md compares it
-// with the 4-rank cluster run).
+// BenchmarkMergerPlace merges 4 servers' pulls (a hash partition of
+// 85,000 of 1M rows, 16 floats each: the deepfm union at n = 4), each in
+// 16 chunks, into one sparse result, as a worker does after a zen step: the
+// cost per row of the merge alone, with the machine to itself, the result
+// buffer reused (as Syncer.Release does), and in the cold case the caches
+// flushed before each merge (in a 4-rank step, the other ranks' work does
+// that).
 func BenchmarkMergerPlace(b *testing.B) {
-	const rows, width, servers = 1 << 20, 16, 4
+	const rows, width, servers, chunks = 1 << 20, 16, 4, 16
 	rng := rand.New(rand.NewPCG(1, 2))
 	runs := make([]list, servers)
 	for i := uint32(0); i < rows; i++ {
@@ -116,20 +119,46 @@ func BenchmarkMergerPlace(b *testing.B) {
 			runs[q].idx = append(runs[q].idx, i)
 		}
 	}
+	idx, cb := make([][]uint32, servers), make([][]int, servers)
 	total := 0
 	for q := range runs {
 		runs[q].val = make([]float32, len(runs[q].idx)*width)
+		for e := range runs[q].val {
+			runs[q].val[e] = rng.Float32() // non-zero rows, as gradients are
+		}
+		idx[q] = runs[q].idx
+		for c := range chunks + 1 {
+			cb[q] = append(cb[q], c*len(idx[q])/chunks)
+		}
 		total += len(runs[q].idx)
 	}
-	b.SetBytes(int64(total * width * 4))
-	for b.Loop() {
-		m, err := newMerger("w", rows, width, runs, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, r := range runs {
-			m.place(r)
-		}
+	var pool tensor.Pool
+	junk := make([]byte, 96<<20)
+	for _, cold := range []bool{false, true} {
+		b.Run(map[bool]string{false: "warm", true: "cold"}[cold], func(b *testing.B) {
+			b.SetBytes(int64(total * width * 4))
+			for b.Loop() {
+				if cold {
+					b.StopTimer()
+					for i := 0; i < len(junk); i += 64 {
+						junk[i]++
+					}
+					b.StartTimer()
+				}
+				m := newMerger("w", rows, width, idx, cb, &pool)
+				for c := range chunks { // chunk by chunk, as they land
+					for q := range runs {
+						m.add(q, c, runs[q].val[cb[q][c]*width:cb[q][c+1]*width])
+						m.merge()
+					}
+				}
+				out, err := m.done()
+				if err != nil {
+					b.Fatal(err)
+				}
+				pool.Put(out.Val[:cap(out.Val)])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/row")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/row")
 }

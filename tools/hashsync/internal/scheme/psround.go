@@ -23,10 +23,11 @@ import (
 // row indices). It then sums its partition chunk by chunk (position
 // ranges of its set, in rank order within each row) straight into the
 // pull body, and sends each chunk as soon as it is summed. A receiver
-// that has every server's head knows where each row goes in the
-// ascending result (merger), so it copies each chunk into place as it
-// lands: summing, sending, receiving and placing overlap, and the result
-// is complete when the last chunk is in. Rows whose sum is zero travel
+// that has every server's head knows every run of rows of the ascending
+// result, so it merges the runs front to back as their chunks land, up to
+// the smallest row still on the wire (merger): summing, sending,
+// receiving and merging overlap, and the result is complete when the last
+// chunk is in. Rows whose sum is zero travel
 // (the set is fixed before the sums are known) and are dropped from a
 // sparse result by Sync's Compact.
 func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
@@ -55,9 +56,6 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	if r.mgErr != nil {
-		return nil, r.mgErr
-	}
 	t3 := time.Now()
 	r.st.Times["pull"] = t3.Sub(t1).Seconds()
 	// Every push is sent and summed: their buffers serve the next steps.
@@ -66,7 +64,10 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 		p.push[j].body = nil
 	}
 	p.local.body = nil
-	out := r.result()
+	out, err := r.result()
+	if err != nil {
+		return nil, err
+	}
 	r.st.Times["decode"] = time.Since(t3).Seconds()
 	return out, nil
 }
@@ -116,9 +117,8 @@ type psRound struct {
 	pullCounts []int
 	chunk      [][][]float32
 	heads      atomic.Int32
-	mu         sync.Mutex // guards mg, mgErr, in, placed
+	mu         sync.Mutex // guards mg, in, placed
 	mg         *merger
-	mgErr      error
 	in         []int // chunks of each run in
 	placed     []int // chunks of each run placed
 }
@@ -468,8 +468,9 @@ func (u *runCutter) finish() {
 	}
 }
 
-// landed records chunk c of run q and places it when the layout is known
-// (every chunk of a run lands in order); a dense output takes it at once.
+// landed records chunk c of run q and hands it to the merger once the
+// merger exists (every chunk of a run lands in order); a dense output
+// takes it at once.
 func (r *psRound) landed(q, c int, v []float32) {
 	r.chunk[q][c] = v
 	if r.dense != nil {
@@ -480,47 +481,30 @@ func (r *psRound) landed(q, c int, v []float32) {
 	r.mu.Lock()
 	r.in[q] = c + 1
 	g := r.mg
-	do := g != nil && r.placed[q] == c
-	if do {
+	if g != nil {
+		g.add(q, c, v)
 		r.placed[q] = c + 1
 	}
 	r.mu.Unlock()
-	if do {
-		r.placeChunk(g, q, c)
+	if g != nil {
+		g.merge()
 	}
 }
 
-func (r *psRound) placeChunk(g *merger, q, c int) {
-	lo, hi := r.runCB[q][c], r.runCB[q][c+1]
-	g.place(list{r.runIdx[q][lo:hi], r.chunk[q][c]})
-}
-
-// layout builds the merger once every head is in and places the chunks
+// layout builds the merger once every head is in and hands it the chunks
 // already landed.
 func (r *psRound) layout() {
-	runs := make([]list, r.n)
-	for q := range r.n {
-		runs[q].idx = r.runIdx[q]
-	}
-	g, err := newMerger(r.t.Name, r.t.Rows, r.w, runs, &r.s.results)
-	type todo struct{ q, lo, hi int }
-	var jobs []todo
+	g := newMerger(r.t.Name, r.t.Rows, r.w, r.runIdx, r.runCB, &r.s.results)
 	r.mu.Lock()
-	r.mg, r.mgErr = g, err
-	if err == nil {
-		for q := range r.n {
-			if r.placed[q] < r.in[q] {
-				jobs = append(jobs, todo{q, r.placed[q], r.in[q]})
-				r.placed[q] = r.in[q]
-			}
+	r.mg = g
+	for q := range r.n {
+		for c := r.placed[q]; c < r.in[q]; c++ {
+			g.add(q, c, r.chunk[q][c])
 		}
+		r.placed[q] = r.in[q]
 	}
 	r.mu.Unlock()
-	for _, j := range jobs {
-		for c := j.lo; c < j.hi; c++ {
-			r.placeChunk(g, j.q, c)
-		}
-	}
+	g.merge()
 }
 
 // sum adds the pushes chunk by chunk into the pull body, each row's
@@ -596,9 +580,9 @@ func (r *psRound) chunkOf(pos int) int {
 }
 
 // result is the synced tensor: the dense output already written in place
-// (listing the rows written), or the merger's result, every chunk placed
-// as it landed.
-func (r *psRound) result() *Tensor {
+// (listing the rows written), or the merger's, every chunk merged as the
+// watermark passed it.
+func (r *psRound) result() (*Tensor, error) {
 	var out *Tensor
 	if r.dense != nil {
 		out = &Tensor{Name: r.t.Name, Rows: r.t.Rows, Width: r.w, DenseVal: r.dense}
@@ -611,12 +595,15 @@ func (r *psRound) result() *Tensor {
 			out.Idx = append(out.Idx, l...)
 		}
 	} else {
-		out = r.mg.t
+		var err error
+		if out, err = r.mg.done(); err != nil {
+			return nil, err
+		}
 	}
 	r.st.PullImbalance = imbalance(r.pullCounts)
 	if r.prof != nil {
 		r.st.profile = r.prof
 		r.prof.outRows = out.Nnz()
 	}
-	return out
+	return out, nil
 }

@@ -1,41 +1,29 @@
 package scheme
 
-// mergeLists merges runs of rows with pairwise disjoint indices, each
-// ascending, into one ascending tensor (see merger). Overlapping runs
-// cannot happen with disjoint partitions: they panic.
-func mergeLists(name string, rows, width int, runs []list) *Tensor {
-	m, err := newMerger(name, rows, width, runs, nil)
-	if err != nil {
-		panic("scheme: " + err.Error())
-	}
-	total := len(m.t.Idx)
-	// The runs land in disjoint places: large merges copy half of them on
-	// a second goroutine.
-	if total*width < 1<<16 || len(runs) < 2 {
-		for _, r := range runs {
-			m.place(r)
-		}
-		return m.t
-	}
-	half, sum := len(runs), 0
-	for k, r := range runs {
-		sum += len(r.idx)
-		if 2*sum >= total {
-			half = k + 1
-			break
+import "sync"
+
+// mergeRuns merges runs of rows (each ascending, pairwise disjoint) with a
+// merger, as a receiver does: each run cut into chunks of up to chunk
+// rows, every run's chunks added and merged in order by its own
+// goroutine, the runs concurrently.
+func mergeRuns(name string, rows, width int, runs []list, chunk int) (*Tensor, error) {
+	idx, cb := make([][]uint32, len(runs)), make([][]int, len(runs))
+	for q, r := range runs {
+		idx[q], cb[q] = r.idx, []int{0}
+		for lo := 0; lo < len(r.idx); lo += chunk {
+			cb[q] = append(cb[q], min(lo+chunk, len(r.idx)))
 		}
 	}
-	half = min(half, len(runs)-1)
-	done := make(chan struct{})
-	go func() {
-		for _, r := range runs[half:] {
-			m.place(r)
-		}
-		close(done)
-	}()
-	for _, r := range runs[:half] {
-		m.place(r)
+	m := newMerger(name, rows, width, idx, cb, nil)
+	var wg sync.WaitGroup
+	for q, r := range runs {
+		wg.Go(func() {
+			for c := range len(cb[q]) - 1 {
+				m.add(q, c, r.val[cb[q][c]*width:cb[q][c+1]*width])
+				m.merge()
+			}
+		})
 	}
-	<-done
-	return m.t
+	wg.Wait()
+	return m.done()
 }

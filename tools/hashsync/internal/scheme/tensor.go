@@ -3,12 +3,7 @@
 // rank passes its gradient, each gets the sum over all ranks.
 package scheme
 
-import (
-	"fmt"
-	"math/bits"
-
-	"trainwire.dev/lib/tensor"
-)
+import "fmt"
 
 // Tensor is a row-sparse float32 tensor: Rows rows of Width elements, of
 // which the rows Idx (ascending, unique) are present with values Val
@@ -23,6 +18,11 @@ type Tensor struct {
 	// buffer the caller passed as Prepared.DenseOut; Idx then lists the
 	// rows written, in no particular order.
 	DenseVal []float32
+
+	// compact is set by whoever built the tensor and saw no all-zero row
+	// in it (the merger, as it placed every row): the next Compact then
+	// has nothing to drop and skips its pass over the values.
+	compact bool
 }
 
 // Nnz is the number of present rows.
@@ -83,6 +83,10 @@ func (t *Tensor) ScatterInto(dense []float32) {
 // cancelled), so every scheme's sparse result lists the same rows: those
 // with a non-zero element in the sum.
 func (t *Tensor) Compact() {
+	if t.compact {
+		t.compact = false // once: the values are the caller's from here on
+		return
+	}
 	w, o := t.Width, 0
 	for k, i := range t.Idx {
 		row := t.Val[k*w : k*w+w]
@@ -117,65 +121,4 @@ func (t *Tensor) Scale(a float32) {
 type list struct {
 	idx []uint32
 	val []float32
-}
-
-// merger places runs of rows with pairwise disjoint indices, each
-// ascending, into one ascending tensor. It marks the rows present in a
-// bitmap over all rows and takes prefix popcounts per 64-row word, so it
-// knows every row's place in the output from the indices alone: each run's
-// values can then be copied straight into place, O(total + rows/64),
-// however finely the runs interleave (hash partitions interleave row by
-// row), and runs whose values are still on the wire can be placed when
-// they land.
-type merger struct {
-	t      *Tensor
-	words  []uint64
-	prefix []int32
-}
-
-// newMerger lays out the output of runs, of which only the indices are
-// read. It fails if two runs share a row. The values come from pool when
-// it is not nil (every one is written by place).
-func newMerger(name string, rows, width int, runs []list, pool *tensor.Pool) (*merger, error) {
-	total := 0
-	for _, r := range runs {
-		total += len(r.idx)
-	}
-	var val []float32
-	if pool != nil {
-		val = getResult(pool, total*width)
-	} else {
-		val = make([]float32, total*width)
-	}
-	m := &merger{
-		t:      &Tensor{Name: name, Rows: rows, Width: width, Idx: make([]uint32, total), Val: val},
-		words:  make([]uint64, (rows+63)/64),
-		prefix: make([]int32, (rows+63)/64),
-	}
-	for _, r := range runs {
-		for _, i := range r.idx {
-			m.words[i>>6] |= 1 << (i & 63)
-		}
-	}
-	acc := int32(0)
-	for k, w := range m.words {
-		m.prefix[k] = acc
-		acc += int32(bits.OnesCount64(w))
-	}
-	if int(acc) != total {
-		return nil, fmt.Errorf("merging %d rows of which only %d are distinct", total, acc)
-	}
-	return m, nil
-}
-
-// place copies run r (one of those the merger was made with) into its
-// places. Distinct runs may be placed concurrently.
-func (m *merger) place(r list) {
-	width, t := m.t.Width, m.t
-	for k, i := range r.idx {
-		w := m.words[i>>6] & (1<<(i&63) - 1)
-		at := int(m.prefix[i>>6]) + bits.OnesCount64(w)
-		t.Idx[at] = i
-		copy(t.Val[at*width:at*width+width], r.val[k*width:k*width+width])
-	}
 }
