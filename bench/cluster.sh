@@ -6,6 +6,9 @@
 #                                  directions, joined by a bridge in its own namespace tw-sw.
 #                                  DELAY (e.g. 1ms) adds one-way latency on each host's egress
 #                                  with netem (so host-to-host RTT = 2*DELAY); needs sch_netem.
+#                                  CLUSTER_CC (e.g. reno) sets the hosts' TCP congestion control
+#                                  (default: the machine's; a namespace may only pick one listed
+#                                  in net.ipv4.tcp_allowed_congestion_control).
 #   cluster.sh down                removes everything `up` created (idempotent, also after a
 #                                  partial up); processes still running inside the namespaces
 #                                  (started with `exec`) are terminated first.
@@ -114,6 +117,10 @@ cmd_up() {
     ns="${PREFIX}-h$i"
     ip netns add "$ns"
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    if [ -n "${CLUSTER_CC:-}" ]; then
+      ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$CLUSTER_CC" ||
+        die "CLUSTER_CC=$CLUSTER_CC: not in $(cat /proc/sys/net/ipv4/tcp_available_congestion_control)"
+    fi
     ip -n "$ns" link set lo up
     ip -n "$SW" link add "p$i" type veth peer name eth0 netns "$ns"
     ip -n "$SW" link set "p$i" master "$BR"
