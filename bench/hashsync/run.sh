@@ -22,7 +22,8 @@
 # per rank, next to the closed form of `hashsync model`.
 #
 # Environment: HASHSYNC (default <repo>/bin/hashsync), OUT_DIR (default <repo>/out/bench),
-# RUN_TIMEOUT (seconds per launch, 600), SCHEMES (default: all), PROFILE=1 (each of ours' ranks
+# RUN_TIMEOUT (seconds per launch, 600), SCHEMES (default: all), OURS_FLAGS (more `hashsync sync`
+# flags for every run of ours), PROFILE=1 (each of ours' ranks
 # writes a Go CPU profile, $OUT_DIR/hashsync/logs/TAG-rR.pprof).
 # Output: tables on stdout and in $OUT_DIR/hashsync-table.txt; raw JSON lines in
 # $OUT_DIR/hashsync/; rank logs in $OUT_DIR/hashsync/logs. Exit 1 if a launch failed.
@@ -90,6 +91,8 @@ launch() {
     if [ "$kind" = ours ]; then
       cmd=("$HASHSYNC" sync --rank "$r" --world "$n" --master "$master" --barrier --timeout 120s
            --stats "$W/logs/$tag-r$r.stats" "$@")
+      # shellcheck disable=SC2206
+      cmd+=(${OURS_FLAGS:-})
       [ "$env" = loopback ] || cmd+=(--bind "10.99.0.$((r + 1))" --no-unix)
       [ "${PROFILE:-0}" = 1 ] && cmd+=(--cpu-profile "$W/logs/$tag-r$r.pprof")
     else
