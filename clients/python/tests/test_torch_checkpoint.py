@@ -48,6 +48,20 @@ class ShardFormat(unittest.TestCase):
         with self.assertRaises(ValueError):
             unpack_state(memoryview(buf[:len(buf) - 8]))   # the last tensor cut short
 
+    def test_large_tensor(self):
+        """A tensor above the size where unpack_state places its copy (trainwire.ckpt.copy_out):
+        the same values, and a tensor that owns its memory beyond the buffer's life."""
+        import torch
+        from trainwire.ckpt import _ALIAS_MIN
+        from trainwire.torch.checkpoint import pack_state, unpack_state
+        big = torch.arange(_ALIAS_MIN // 4 + 7, dtype=torch.float32)
+        st = {"small": torch.ones(3), "big": big}
+        buf = bytearray(b"".join(a.tobytes() for a in pack_state(st)))
+        got = unpack_state(memoryview(buf))
+        del buf
+        self.assertTrue(torch.equal(got["big"], big))
+        self.assertTrue(torch.equal(got["small"], torch.ones(3)))
+
 
 @unittest.skipUnless(have_torch(), "no torch")
 class CheckpointerUnderTorchrun(unittest.TestCase):

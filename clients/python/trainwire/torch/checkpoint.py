@@ -26,7 +26,7 @@ import msgpack
 import numpy as np
 import torch
 
-from trainwire.ckpt import Agent, AgentError
+from trainwire.ckpt import Agent, AgentError, copy_out
 
 __all__ = ["Checkpointer", "CheckpointError", "pack_state", "unpack_state"]
 
@@ -99,7 +99,7 @@ def unpack_state(buf, ready=None):
         if base + start + nbytes > len(buf):
             raise ValueError("tensor at %d+%d past the shard's %d bytes" % (base + start, nbytes, len(buf)))
         ready(base + start + nbytes)
-        raw = torch.from_numpy(np.frombuffer(buf, np.uint8, count=nbytes, offset=base + start).copy())
+        raw = torch.from_numpy(copy_out(np.frombuffer(buf, np.uint8, count=nbytes, offset=base + start)))
         dt = getattr(torch, dtype)
         if nbytes == 0:
             return torch.zeros(shape, dtype=dt)
