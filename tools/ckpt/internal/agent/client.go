@@ -353,6 +353,10 @@ func (s *shmStream) start(r map[string]string) error {
 		return err
 	}
 	defer f.Close()
+	// MAP_POPULATE, unlike the Python client's mapping: this one is read by
+	// write(2) into --output, and faulting it in from inside the write
+	// doubled the time (512 MiB into /dev/shm, median of 5: 874 against
+	// 430 ms).
 	s.mem, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	return err
 }
