@@ -74,7 +74,7 @@ func (s *Syncer) syncPS(p *Prepared) (*Tensor, error) {
 
 // psRound is one tensor's trip through syncPS. This rank is a server (it
 // receives the pushes of its partition, sums them and sends the pull) and
-// a receiver (it takes every server's pull and places the rows in the
+// a receiver (it takes every server's pull and merges the rows into the
 // result); the fields are grouped by those roles.
 type psRound struct {
 	s      *Syncer
@@ -110,17 +110,17 @@ type psRound struct {
 
 	// Receiver: rows and chunk bounds of every server's run, the dense
 	// output (written in place) or the merger (built once every head is
-	// in), and which chunks have landed and been placed.
+	// in), and which chunks have landed and been handed to the merger.
 	dense      []float32
 	runIdx     [][]uint32
 	runCB      [][]int
 	pullCounts []int
 	chunk      [][][]float32
 	heads      atomic.Int32
-	mu         sync.Mutex // guards mg, in, placed
+	mu         sync.Mutex // guards mg, in, added
 	mg         *merger
 	in         []int // chunks of each run in
-	placed     []int // chunks of each run placed
+	added      []int // chunks of each run handed to the merger
 }
 
 func (s *Syncer) newPSRound(p *Prepared) (*psRound, error) {
@@ -134,7 +134,7 @@ func (s *Syncer) newPSRound(p *Prepared) (*psRound, error) {
 	r := &psRound{s: s, p: p, t: t, st: &p.stats, lay: lay, hashed: hashed, w: t.Width, n: n, me: me,
 		all: others(n, me), S: lay.size(me), posOf: make([][]int32, n), vals: make([][]float32, n),
 		dense: p.DenseOut, runIdx: make([][]uint32, n), runCB: make([][]int, n), pullCounts: make([]int, n),
-		chunk: make([][][]float32, n), in: make([]int, n), placed: make([]int, n)}
+		chunk: make([][][]float32, n), in: make([]int, n), added: make([]int, n)}
 	if p.scheme == "profile" {
 		r.prof = newProfile(n)
 	}
@@ -483,7 +483,7 @@ func (r *psRound) landed(q, c int, v []float32) {
 	g := r.mg
 	if g != nil {
 		g.add(q, c, v)
-		r.placed[q] = c + 1
+		r.added[q] = c + 1
 	}
 	r.mu.Unlock()
 	if g != nil {
@@ -498,10 +498,10 @@ func (r *psRound) layout() {
 	r.mu.Lock()
 	r.mg = g
 	for q := range r.n {
-		for c := r.placed[q]; c < r.in[q]; c++ {
+		for c := r.added[q]; c < r.in[q]; c++ {
 			g.add(q, c, r.chunk[q][c])
 		}
-		r.placed[q] = r.in[q]
+		r.added[q] = r.in[q]
 	}
 	r.mu.Unlock()
 	g.merge()
