@@ -94,10 +94,12 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 			}
 		}
 		p.stats.Serial, p.stats.Overflow = parts.Serial, parts.Overflow
-		for j := range n {
-			part := parts.Part(j)
-			counts[j] = len(part)
-			encode(j, part, 0, 0)
+		if !s.gatherOnce(p, parts, counts) {
+			for j := range n {
+				part := parts.Part(j)
+				counts[j] = len(part)
+				encode(j, part, 0, 0)
+			}
 		}
 	} else {
 		for j := range n {
@@ -116,6 +118,61 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 		p.stats.PushImbalance = imbalance(counts)
 	}
 	return nil
+}
+
+// gatherOnce writes every part's push message in one pass over the
+// gradient in row order, each row to its part's message (the row order
+// within a part, which the servers do not depend on, becomes ascending).
+// Gathering part by part instead read the gradient four times, each time a
+// quarter of its rows scattered over it: a cache miss per row, 76 ns a row
+// in BenchmarkZenDeepFM's profile. It returns false, having written
+// nothing, when the parts do not cover every row exactly once.
+func (s *Syncer) gatherOnce(p *Prepared, parts *zen.Parts, counts []int) bool {
+	t, n, w := p.T, s.n, p.T.Width
+	nnz := len(t.Idx)
+	if len(parts.Pos) != nnz || n > 1<<15 {
+		return false
+	}
+	if cap(s.owner) < nnz {
+		s.owner = make([]int16, nnz+nnz/8)
+	}
+	owner := s.owner[:nnz]
+	for i := range owner {
+		owner[i] = -1
+	}
+	for j := range n {
+		part := parts.Part(j)
+		counts[j] = len(part)
+		for _, k := range part {
+			if k < 0 || int(k) >= nnz || owner[k] >= 0 {
+				return false
+			}
+			owner[k] = int16(j)
+		}
+	}
+	idx, val := make([][]uint32, n), make([][]float32, n)
+	flush := make([]func(), 0, 2*n)
+	for j := range n {
+		c := counts[j]
+		body := s.bodies.get(c * (4 + 4*w))
+		var fi, fv func()
+		idx[j], fi = tensor.WritableUint32s(body[:4*c])
+		val[j], fv = tensor.WritableFloat32s(body[4*c:])
+		flush = append(flush, fi, fv)
+		p.push[j] = message{fmt: fmtCOO, n: uint64(c), body: body}
+	}
+	at := make([]int, n)
+	for k, i := range t.Idx {
+		j := owner[k]
+		c := at[j]
+		at[j]++
+		idx[j][c] = i
+		copy(val[j][c*w:c*w+w], t.Val[k*w:k*w+w])
+	}
+	for _, f := range flush {
+		f()
+	}
+	return true
 }
 
 // pullChunks is the number of chunks a pull of nnz rows of w values is

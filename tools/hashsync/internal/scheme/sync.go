@@ -130,6 +130,7 @@ type Syncer struct {
 	prepMu   sync.Mutex
 	hasher   Hasher
 	bucketer zen.Bucketer
+	owner    []int16              // Prepare's scratch: each row's part (gatherOnce)
 	residual map[string][]float32 // hitopk error feedback, per tensor
 	union    []uint64             // syncPS rows pushed to this server, by position, reused
 	unionPre []int32              // syncPS prefix popcounts of union, reused
