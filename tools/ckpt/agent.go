@@ -19,30 +19,31 @@ import (
 // AgentCmd is `ckpt agent`.
 type AgentCmd struct {
 	AgentFlags
-	Peers        []string      `help:"Every rank's agent address host:port, in rank order (this rank listens on its own)." env:"TRAINWIRE_CKPT_PEERS"`
-	M            int           `name:"m" help:"Replicas of each checkpoint, the local one included (Algorithm 6.1's m)." default:"2" env:"TRAINWIRE_CKPT_REPLICAS"`
-	Memory       cli.ByteSize  `help:"Most bytes of replicas this agent holds (two versions per slot, m slots); 0: half the machine's memory." default:"0" env:"TRAINWIRE_CKPT_MEMORY"`
-	Buffer       cli.ByteSize  `help:"Receive buffer R for checkpoint traffic; chunks are at most R/p." default:"128MiB" env:"TRAINWIRE_CKPT_BUFFER"`
-	Parts        int           `help:"Sub-buffers p of R: credits a receiver grants (pipelining)." default:"4" env:"TRAINWIRE_CKPT_PARTS"`
-	Token        string        `help:"Shared job token every agent connection proves (HMAC-SHA256 challenge-response, as lib/mesh); prefer the env var." env:"TRAINWIRE_TOKEN"`
-	Timeout      time.Duration `help:"Deadline for every connect, read and write between agents." default:"30s" env:"TRAINWIRE_TIMEOUT"`
-	CommitWait   time.Duration `help:"How long a save waits for the previous checkpoint's global commit before refusing." default:"60s" env:"TRAINWIRE_CKPT_COMMIT_WAIT"`
-	Retries      int           `help:"Retries of a failed replication (e.g. a corrupt chunk) before the iteration is abandoned." default:"2" env:"TRAINWIRE_CKPT_RETRIES"`
-	Interleave   bool          `help:"Schedule replication into the training traffic's idle spans (Algorithm 6.2): the trainer ticks each iteration and reports its comm ops as they start and end (no checkpoint byte is written during one; span k opens when the k-th op ends); spans from --spans, --trace, or profiled online from the ticks."`
-	Spans        []string      `help:"With --interleave: the idle spans of one iteration as START:LEN in seconds from the iteration's start (e.g. 0:0.05,0.12:0.3)."`
-	Trace        string        `help:"With --interleave: derive the idle spans from a trainwire event stream (comm spans busy, ProfilerStep* iterations)." type:"path"`
-	ProfileIters int           `help:"With --interleave and no spans given: iterations profiled online before checkpoints are interleaved (thesis: 20)." default:"20"`
-	Bandwidth    string        `help:"With --interleave: link bandwidth B for f(s) = α + s/B (bytes/s, e.g. 125MB, 1Gbit)." default:"1Gbit"`
-	Alpha        float64       `help:"With --interleave: per-chunk start-up time α in seconds." default:"0.0005"`
-	Mu           float64       `help:"With --interleave: share μ of each idle span to use." default:"0.9"`
-	Persistent   string        `help:"The persistent tier's directory (as given to ckpt persist): when CPU memory cannot serve every rank, every rank restores its latest catalogued iteration." env:"TRAINWIRE_CKPT_PERSISTENT" type:"path"`
-	Etcd         []string      `help:"etcd endpoints (http://host:port,…): heartbeat under a lease, elect one root agent that classifies failures and publishes recovery decisions." env:"TRAINWIRE_CKPT_ETCD"`
-	Machine      string        `help:"With --etcd: this machine's identity (default: hostname and boot id); a rank back on the same machine is a software failure." env:"TRAINWIRE_CKPT_MACHINE"`
-	HeartbeatTTL time.Duration `help:"With --etcd: the heartbeat lease's TTL (failure detection takes about this long)." default:"3s" env:"TRAINWIRE_CKPT_HEARTBEAT_TTL"`
-	Grace        time.Duration `help:"With --etcd: how long the root waits for a vanished rank to come back before calling it a hardware failure (0: the TTL)." default:"0s" env:"TRAINWIRE_CKPT_GRACE"`
-	Timeline     string        `help:"Append one JSON line per tick and per replication chunk sent or received (absolute times, Unix ns) to this file: the checkpoint traffic's timeline (bench/ckpt/timeline.py lays it against the trainer's)." env:"TRAINWIRE_CKPT_TIMELINE" type:"path"`
-	Pace         string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
-	CPUProfile   string        `name:"cpu-profile" help:"Write a Go CPU profile of this agent to this file until it stops (go tool pprof)." type:"path"`
+	Peers          []string      `help:"Every rank's agent address host:port, in rank order (this rank listens on its own)." env:"TRAINWIRE_CKPT_PEERS"`
+	M              int           `name:"m" help:"Replicas of each checkpoint, the local one included (Algorithm 6.1's m)." default:"2" env:"TRAINWIRE_CKPT_REPLICAS"`
+	Memory         cli.ByteSize  `help:"Most bytes of replicas this agent holds (two versions per slot, m slots); 0: half the machine's memory." default:"0" env:"TRAINWIRE_CKPT_MEMORY"`
+	Buffer         cli.ByteSize  `help:"Receive buffer R for checkpoint traffic; chunks are at most R/p." default:"128MiB" env:"TRAINWIRE_CKPT_BUFFER"`
+	Parts          int           `help:"Sub-buffers p of R: credits a receiver grants (pipelining)." default:"4" env:"TRAINWIRE_CKPT_PARTS"`
+	Token          string        `help:"Shared job token every agent connection proves (HMAC-SHA256 challenge-response, as lib/mesh); prefer the env var." env:"TRAINWIRE_TOKEN"`
+	Timeout        time.Duration `help:"Deadline for every connect, read and write between agents." default:"30s" env:"TRAINWIRE_TIMEOUT"`
+	CommitWait     time.Duration `help:"How long a save waits for the previous checkpoint's global commit before refusing." default:"60s" env:"TRAINWIRE_CKPT_COMMIT_WAIT"`
+	Retries        int           `help:"Retries of a failed replication (e.g. a corrupt chunk) before the iteration is abandoned." default:"2" env:"TRAINWIRE_CKPT_RETRIES"`
+	Interleave     bool          `help:"Schedule replication into the training traffic's idle spans (Algorithm 6.2): the trainer ticks each iteration and reports its comm ops as they start and end (no checkpoint byte is written during one; span k opens when the k-th op ends); spans from --spans, --trace, or profiled online from the ticks."`
+	Spans          []string      `help:"With --interleave: the idle spans of one iteration as START:LEN in seconds from the iteration's start (e.g. 0:0.05,0.12:0.3)."`
+	Trace          string        `help:"With --interleave: derive the idle spans from a trainwire event stream (comm spans busy, ProfilerStep* iterations)." type:"path"`
+	ProfileIters   int           `help:"With --interleave and no spans given: iterations profiled online before checkpoints are interleaved (thesis: 20)." default:"20"`
+	Bandwidth      string        `help:"With --interleave: link bandwidth B for f(s) = α + s/B (bytes/s, e.g. 125MB, 1Gbit)." default:"1Gbit"`
+	Alpha          float64       `help:"With --interleave: per-chunk start-up time α in seconds." default:"0.0005"`
+	Mu             float64       `help:"With --interleave: share μ of each idle span to use." default:"0.9"`
+	Persistent     string        `help:"The persistent tier's directory (as given to ckpt persist): when CPU memory cannot serve every rank, every rank restores its latest catalogued iteration." env:"TRAINWIRE_CKPT_PERSISTENT" type:"path"`
+	Etcd           []string      `help:"etcd endpoints (http://host:port,…): heartbeat under a lease, elect one root agent that classifies failures and publishes recovery decisions." env:"TRAINWIRE_CKPT_ETCD"`
+	Machine        string        `help:"With --etcd: this machine's identity (default: hostname and boot id); a rank back on the same machine is a software failure." env:"TRAINWIRE_CKPT_MACHINE"`
+	HeartbeatTTL   time.Duration `help:"With --etcd: the heartbeat lease's TTL (failure detection takes about this long)." default:"3s" env:"TRAINWIRE_CKPT_HEARTBEAT_TTL"`
+	Grace          time.Duration `help:"With --etcd: how long the root waits for a vanished rank to come back before calling it a hardware failure (0: the TTL)." default:"0s" env:"TRAINWIRE_CKPT_GRACE"`
+	Timeline       string        `help:"Append one JSON line per tick and per replication chunk sent or received (absolute times, Unix ns) to this file: the checkpoint traffic's timeline (bench/ckpt/timeline.py lays it against the trainer's)." env:"TRAINWIRE_CKPT_TIMELINE" type:"path"`
+	Pace           string        `help:"Traffic pacing of replication: none, or a rate such as 100MB (bytes per second) to stay under a link's share." default:"none" env:"TRAINWIRE_CKPT_PACE"`
+	CheckOnRestore bool          `help:"Hash a restored shard at every restore, beside the trainer's copy, even when this agent checked it at rest (after the last process that could write it exited; docs/ckpt.md, \"A shard at rest\")." env:"TRAINWIRE_CKPT_CHECK_ON_RESTORE"`
+	CPUProfile     string        `name:"cpu-profile" help:"Write a Go CPU profile of this agent to this file until it stops (go tool pprof)." type:"path"`
 }
 
 // Run serves until interrupted.
@@ -70,7 +71,7 @@ func (c *AgentCmd) Run(rio *cli.IO) error {
 	}
 	cfg := agent.Config{Rank: env.Rank, World: env.World, Peers: peers, Socket: socket, M: c.M, Memory: mem,
 		Buffer: int64(c.Buffer), Parts: c.Parts, Token: []byte(c.Token), Run: env.RunID, Timeout: c.Timeout,
-		CommitWait: c.CommitWait, Retries: c.Retries, Persistent: c.Persistent, Log: rio.Log}
+		CommitWait: c.CommitWait, Retries: c.Retries, Persistent: c.Persistent, CheckOnRestore: c.CheckOnRestore, Log: rio.Log}
 	if c.Pace != "none" && c.Pace != "" {
 		rate, err := parseRate(c.Pace)
 		if err != nil {

@@ -130,6 +130,78 @@ class CkptAgentTest(_Agents):
         s.close()
 
 
+TRAINER = r"""
+import os, sys
+import numpy as np
+from trainwire.ckpt import Agent
+socks, it, scribble = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3] == "1"
+agents = [Agent(s) for s in socks]  # one process trains both ranks here
+for r, a in enumerate(agents):
+    a.save_shm(it, [np.arange(1 << 16, dtype=np.float32) + it + r])
+for a in agents:
+    a.wait(it)
+a = agents[0]
+if os.fork() == 0:  # a DataLoader-like child: it must not inherit the writable mapping
+    maps = open("/proc/self/maps").read()
+    os._exit(1 if "ckpt-" in maps else 0)
+_, status = os.wait()
+if os.waitstatus_to_exitcode(status) != 0:
+    sys.exit("the forked child inherited the agent's buffer")
+if scribble:  # a dying trainer writes into the committed shard through its mapping
+    (mm, _), = a._maps.values()
+    mm[100] ^= 1
+os._exit(0)  # dies without closing anything
+"""
+
+
+class AtRestTest(_Agents):
+    """A trainer process saves and dies; the agent checks the shard at rest, and the restarted
+    trainer's restore takes that check (status: restores_checked_at_rest) instead of hashing beside
+    its copy. What the dying trainer wrote after its commit is still refused."""
+    run_id = "rest"
+    extra = ["--buffer", "1MiB"]
+
+    def trainer(self, it, scribble):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "clients", "python"))
+        socks = ",".join(os.path.join(self.dir, "s%d" % r) for r in range(2))
+        out = subprocess.run([sys.executable, "-c", TRAINER, socks, str(it), "1" if scribble else "0"],
+                             env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+
+    def checked(self):
+        a = Agent(os.path.join(self.dir, "s0"))
+        try:
+            meta, frames = a.status()
+        finally:
+            a.close()
+        counters = [f for f in frames if f.get("name") == "counters"][0]
+        return counters["values"]["restores_checked_at_rest"]
+
+    def test_restart_after_death(self):
+        self.trainer(5, False)
+        want = (np.arange(1 << 16, dtype=np.float32) + 5).tobytes()
+        deadline = time.monotonic() + 20
+        while True:  # the agent starts its check when it sees the trainer exit: wait for it
+            before = self.checked()
+            got = {}
+            a = Agent(os.path.join(self.dir, "s0"))
+            it, src = a.restore_shm(lambda b, ready: (ready(len(b)), got.setdefault("b", bytes(b))), stream=True)
+            a.close()
+            self.assertEqual((it, src), (5, "local"))
+            self.assertEqual(got["b"], want)
+            if self.checked() > before or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertGreater(self.checked(), before, "no restore took the at-rest check")
+
+        self.trainer(6, True)
+        a = Agent(os.path.join(self.dir, "s0"))
+        with self.assertRaises(AgentError) as e:
+            a.restore_shm(lambda b, ready: ready(len(b)), stream=True)
+        a.close()
+        self.assertEqual(e.exception.code, "corrupt", str(e.exception))
+
+
 class _FakeAgent:
     """A Unix socket that answers one restore with scripted messages (the agent's side of a
     streamed restore), then a release."""

@@ -233,6 +233,11 @@ class Agent:
                 os.close(fd)
             m = (mm, size)
             if write:
+                # Not inherited by forked children (DataLoader workers): when this process exits,
+                # nothing is left that can write the agent's buffer, and the agent checks the
+                # shard then, at rest, instead of during a restarted trainer's restore.
+                if hasattr(mmap, "MADV_DONTFORK"):
+                    mm.madvise(mmap.MADV_DONTFORK)
                 self._maps[key] = m
         return m[0]
 

@@ -63,6 +63,10 @@ type Config struct {
 	// falls back to its latest catalogued iteration when CPU memory cannot
 	// serve every rank.
 	Persistent string
+	// CheckOnRestore hashes a restored shard at every restore, even when
+	// it was checked at rest since the last process that could write it
+	// exited (see atRest).
+	CheckOnRestore bool
 	// Timeline, if set, receives one JSON line per tick and per chunk
 	// sent or received, with absolute times (Unix ns): the replication
 	// traffic's timeline, to lay against the trainer's.
@@ -105,6 +109,8 @@ type Agent struct {
 	// flights: one copy of a shard from the peers at a time (heal and a
 	// trainer's restore want the same one as a replacement starts).
 	flights flights
+	// rest: writers alive, and the check of this rank's shard at rest.
+	rest atRest
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,6 +124,9 @@ type Stats struct {
 	CRCFailures              int64
 	ReplicationsFailed       int64
 	ReplicationsOK           int64
+	// CheckedAtRest counts restores whose digest came from the check
+	// made after the shard's last writer exited.
+	CheckedAtRest int64
 }
 
 // New checks cfg and returns an agent (not yet serving).

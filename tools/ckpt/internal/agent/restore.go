@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/zeebo/xxh3"
-
 	"trainwire.dev/lib/wire"
 	"trainwire.dev/tools/ckpt/internal/safetensors"
 	"trainwire.dev/tools/ckpt/internal/store"
@@ -203,7 +201,7 @@ func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted 
 		s.iter, s.committed = target, maxCommitted
 		s.announce(path, store.Info{Len: int64(len(data)), XXH3: sum, Format: format}, source, int64(len(data)))
 		if !verified {
-			if h := s.digest(hv, data); h != sum {
+			if h := a.restoreDigest(s, hv, data); h != sum {
 				release()
 				return nil, nil, cn.sendError("corrupt", fmt.Errorf("iteration %d of rank %d from %s: digest %016x, commit record says %016x; what was copied out is not the checkpoint", target, me, source, h, sum))
 			}
@@ -216,7 +214,7 @@ func (a *Agent) handOver(cn *conn, meta map[string]string, target, maxCommitted 
 		return hv, tb, nil
 	}
 	if !verified {
-		if h := xxh3.Hash(data); h != sum {
+		if h := a.digestOf(hv, data); h != sum {
 			release()
 			return nil, nil, cn.sendError("corrupt", fmt.Errorf("iteration %d of rank %d from %s: digest %016x, commit record says %016x; refusing to hand it over", target, me, source, h, sum))
 		}

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"github.com/zeebo/xxh3"
-
 	"trainwire.dev/tools/ckpt/internal/store"
 )
 
@@ -35,7 +33,7 @@ func (a *Agent) speculate(s *streamer) *speculation {
 	s.iter, s.committed = iter, iter
 	s.announce(v.Path(), store.Info{Len: v.Len, XXH3: v.XXH3, Format: v.Format}, "local", v.Len)
 	sp := &speculation{st: a.st, v: v, sum: make(chan uint64, 1)}
-	go func() { sp.sum <- xxh3.Hash(v.Data()) }()
+	go func() { sp.sum <- a.digestOf(v, v.Data()) }()
 	return sp
 }
 
@@ -59,11 +57,12 @@ func (sp *speculation) finish() {
 	sp.st.Unpin(sp.v)
 }
 
-// digest returns the XXH3 of data, the bytes of v (nil: not a version of
-// the store): the speculation's if it hashed v, else computed now.
-func (s *streamer) digest(v *store.Version, data []byte) uint64 {
+// restoreDigest returns the XXH3 of data, the bytes of v (nil: not a
+// version of the store): the speculation's if it hashed v, else the
+// at-rest check's or one computed now (digestOf).
+func (a *Agent) restoreDigest(s *streamer, v *store.Version, data []byte) uint64 {
 	if h, ok := s.spec.hashOf(v); ok {
 		return h
 	}
-	return xxh3.Hash(data)
+	return a.digestOf(v, data)
 }

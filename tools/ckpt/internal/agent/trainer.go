@@ -18,7 +18,11 @@ func (a *Agent) serveTrainer(c net.Conn) {
 	var pending *store.Version // begun by "begin", finished by "commit"
 	var held []*store.Version  // pinned for a shm restore until "release"
 	var tmp []*store.Buffer
+	var w *writer // this connection's process, once it got a writable buffer
 	defer func() {
+		if w != nil {
+			a.writerGone(w)
+		}
 		if pending != nil {
 			a.st.Abort(pending)
 		}
@@ -49,6 +53,9 @@ func (a *Agent) serveTrainer(c net.Conn) {
 				break
 			}
 			pending, rerr = a.trainerBegin(cn, meta)
+			if pending != nil && w == nil {
+				w = a.registerWriter(peerPidfd(c))
+			}
 		case "commit":
 			if _, err := cn.rest(); err != nil {
 				return
@@ -134,7 +141,7 @@ func (a *Agent) trainerStatus(cn *conn) error {
 		"bytes_sent": float64(atomic.LoadInt64(&a.stats.BytesSent)), "bytes_received": float64(atomic.LoadInt64(&a.stats.BytesReceived)),
 		"chunks_sent": float64(atomic.LoadInt64(&a.stats.ChunksSent)), "chunks_received": float64(atomic.LoadInt64(&a.stats.ChunksRecv)),
 		"crc_failures": float64(atomic.LoadInt64(&a.stats.CRCFailures)), "replications_failed": float64(atomic.LoadInt64(&a.stats.ReplicationsFailed)),
-		"replications_ok": float64(atomic.LoadInt64(&a.stats.ReplicationsOK)),
+		"replications_ok": float64(atomic.LoadInt64(&a.stats.ReplicationsOK)), "restores_checked_at_rest": float64(atomic.LoadInt64(&a.stats.CheckedAtRest)),
 	}})
 	return cn.send(meta, frames...)
 }

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+
+	"trainwire.dev/tools/ckpt/internal/store"
+)
+
+// A shard at rest. A trainer that begins a save maps the agent's buffer
+// writable; nothing else outside the agent writes it, and the kernel unmaps
+// it when that process exits. So once every such process has exited, this
+// rank's newest committed shard changes only if a new save begins. The
+// agent hashes it then, in the background: a trainer restarted after a
+// crash (seconds later: its interpreter, its imports, its model) finds the
+// shard checked, and its restore does not read the shard a second time
+// beside its own copy. Whatever a dying trainer wrote into a committed
+// shard is in the bytes hashed, so it is still caught ("corrupt").
+//
+// A check counts for a restore only if it covers the very version (slot,
+// iteration, attempt, commit record, sealing time) and no writer has
+// registered since it began (registering drops it, and none begins while
+// a writer is live). --check-on-restore turns the whole thing off.
+type atRest struct {
+	mu sync.Mutex
+	// live counts writer processes not known to have exited.
+	live  int
+	check *restCheck
+}
+
+// restCheck is one background hash of a version at rest.
+type restCheck struct {
+	v           *store.Version
+	iter, epoch int64
+	record      uint64
+	sealed      time.Time
+	done        chan struct{} // closed once sum is set
+	sum         uint64
+}
+
+// wait returns the check's digest once computed.
+func (c *restCheck) wait() uint64 {
+	<-c.done
+	return c.sum
+}
+
+// covers says whether c hashed v as it is now (v pinned: its fields do
+// not change under the caller).
+func (c *restCheck) covers(v *store.Version) bool {
+	return c != nil && c.v == v && v.State == store.Complete && c.iter == v.Iter && c.epoch == v.Epoch &&
+		c.record == v.XXH3 && c.sealed.Equal(v.When)
+}
+
+// writer is a trainer process that was handed a writable buffer: its
+// pidfd (-1 when the agent cannot watch it, which then counts as live
+// until the agent stops).
+type writer struct{ pidfd int }
+
+// registerWriter records that a process (its pidfd, or -1) got a
+// writable buffer. Every check made so far stops counting.
+func (a *Agent) registerWriter(pidfd int) *writer {
+	w := &writer{pidfd: pidfd}
+	a.rest.mu.Lock()
+	a.rest.live++
+	a.rest.check = nil
+	a.rest.mu.Unlock()
+	return w
+}
+
+// writerGone is called when a writer's connection closes: once its
+// process has exited, and no other writer is alive, the newest committed
+// shard is hashed at rest.
+func (a *Agent) writerGone(w *writer) {
+	if w.pidfd < 0 {
+		return
+	}
+	go func() {
+		defer unix.Close(w.pidfd)
+		if !a.awaitExit(w.pidfd) {
+			return
+		}
+		a.rest.mu.Lock()
+		a.rest.live--
+		start := a.rest.live == 0
+		a.rest.mu.Unlock()
+		if start {
+			a.checkAtRest()
+		}
+	}()
+}
+
+// awaitExit blocks until the process behind pidfd exits (true) or the
+// agent stops (false).
+func (a *Agent) awaitExit(pidfd int) bool {
+	for a.ctx == nil || a.ctx.Err() == nil {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 500)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAtRest starts hashing this rank's newest committed shard, if this
+// agent holds it and no writer is alive.
+func (a *Agent) checkAtRest() {
+	if a.cfg.CheckOnRestore {
+		return
+	}
+	iter, epoch := a.st.CommittedAt()
+	if iter < 0 {
+		return
+	}
+	v := a.st.Get(a.cfg.Rank, iter, epoch)
+	if v == nil {
+		return
+	}
+	a.rest.mu.Lock()
+	if a.rest.live > 0 {
+		a.rest.mu.Unlock()
+		a.st.Unpin(v)
+		return
+	}
+	c := &restCheck{v: v, iter: v.Iter, epoch: v.Epoch, record: v.XXH3, sealed: v.When, done: make(chan struct{})}
+	a.rest.check = c
+	a.rest.mu.Unlock()
+	go func() {
+		t0 := time.Now()
+		c.sum = xxh3.Hash(v.Data())
+		a.st.Unpin(v)
+		close(c.done)
+		if c.sum != c.record {
+			a.log.Warn("this rank's shard at rest does not match its commit record: a restore of it will be refused", "iter", c.iter, "xxh3", hex(c.sum), "record", hex(c.record))
+			return
+		}
+		a.log.Debug("checked this rank's shard at rest (every process that could write it has exited)", "iter", c.iter, "bytes", v.Len, "elapsed", time.Since(t0).Round(time.Millisecond))
+	}()
+}
+
+// restChecked returns the at-rest check that covers v (pinned), if one
+// does and no writer has registered since it began.
+func (a *Agent) restChecked(v *store.Version) *restCheck {
+	if v == nil || a.cfg.CheckOnRestore {
+		return nil
+	}
+	a.rest.mu.Lock()
+	defer a.rest.mu.Unlock()
+	if c := a.rest.check; c.covers(v) {
+		return c
+	}
+	return nil
+}
+
+// digestOf returns the XXH3 of data, the bytes of v (nil: not a version
+// of the store): the at-rest check's when it covers v, else computed now.
+func (a *Agent) digestOf(v *store.Version, data []byte) uint64 {
+	if c := a.restChecked(v); c != nil {
+		atomic.AddInt64(&a.stats.CheckedAtRest, 1)
+		return c.wait()
+	}
+	return xxh3.Hash(data)
+}
+
+// peerPidfd returns a pidfd of c's peer process (a Unix socket's), or -1.
+// SO_PEERPIDFD (Linux 6.5) names the very process that connected; before
+// it, pidfd_open of SO_PEERCRED's pid, taken while the connection is open.
+func peerPidfd(c net.Conn) int {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	_ = rc.Control(func(s uintptr) {
+		if p, err := unix.GetsockoptInt(int(s), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			fd = p
+			return
+		}
+		cred, err := unix.GetsockoptUcred(int(s), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil || cred.Pid <= 0 {
+			return
+		}
+		if p, err := unix.PidfdOpen(int(cred.Pid), 0); err == nil {
+			fd = p
+		}
+	})
+	return fd
+}
