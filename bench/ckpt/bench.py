@@ -105,6 +105,47 @@ def copy_floor(a, sd, copy_out):
         os.close(fd)
 
 
+def restarted(a, sd):
+    """A restarted trainer: a new process that builds its state (as it builds its model), then, after
+    the barrier, connects to its agent and restores into it. Emits the time, whether the bytes are
+    the saved ones, and the agent's count of restores that took the check it made at rest."""
+    want = {k: v.clone() for k, v in sd.items()}
+    for t in sd.values():
+        t.zero_()
+    copy_out = state_copier(sd)
+    barrier(a.dir, a.tag, a.rank, a.world)
+    t0 = time.perf_counter()
+    agent = Agent(a.socket)
+    it, src = agent.restore_shm(copy_out, stream=True)
+    t = time.perf_counter() - t0
+    _, frames = agent.status()
+    agent.close()
+    counters = next(f for f in frames if f.get("name") == "counters")["values"]
+    emit(kind="restore_restarted", rank=a.rank, iter=it, source=src, s=t, equal=all(torch.equal(want[k], sd[k]) for k in sd),
+         checked_at_rest=int(counters.get("restores_checked_at_rest", 0)))
+
+
+def merge_restarts(path):
+    """Rewrites path's restore_local records with ckpt_s, each rank's median over its
+    restore_restarted rounds (and equal, and checked_at_rest: how many of them took the agent's
+    check at rest)."""
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    rounds = {}
+    for r in rows:
+        if r["kind"] == "restore_restarted":
+            rounds.setdefault(r["rank"], []).append(r)
+    for r in rows:
+        mine = rounds.get(r["rank"]) if r["kind"] == "restore_local" else None
+        if mine:
+            r["ckpt_s"] = statistics.median(x["s"] for x in mine)
+            r["equal"] = r["equal"] and all(x["equal"] for x in mine)
+            r["checked_at_rest"] = max(x["checked_at_rest"] for x in mine)
+            r["rounds"]["ckpt"] = [x["s"] for x in mine]
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -116,8 +157,14 @@ def main():
     ap.add_argument("--restore-peer", action="store_true")
     ap.add_argument("--torch-load", metavar="FILE", help="time torch.load(FILE) after barrier --tag; print seconds")
     ap.add_argument("--tag")
+    ap.add_argument("--restarted", action="store_true",
+                    help="as a trainer restarted after the one that saved exited: build the state, restore into it after barrier --tag")
+    ap.add_argument("--merge", metavar="JSONL", help="put the --restarted rounds' medians into the restore_local records of JSONL")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.merge:
+        merge_restarts(a.merge)
+        return
     if a.torch_load:
         barrier(a.dir, a.tag, a.rank, a.world)
         t0 = time.perf_counter()
@@ -128,6 +175,9 @@ def main():
     sd = state_dict(total, a.rank)
     nbytes = sum(t.numel() * 4 for t in sd.values())
     path = os.path.join(a.dir, "rank%d.pt" % a.rank)
+    if a.restarted:
+        restarted(a, sd)
+        return
     agent = Agent(a.socket)
 
     if a.restore_peer:
@@ -178,38 +228,33 @@ def main():
          commit_s=commits, commit_median=statistics.median(commits))
 
     # Restore from local memory (into the state's own tensors) vs torch.load (page cache: the file
-    # was just written) in a new process, all ranks at once, ITERS rounds (medians). First as a
-    # restarted trainer does (a new connection: it maps the agent's buffer afresh), then as a
-    # trainer that stayed up while the job rolled back (the connection that saved, which keeps the
-    # buffer mapped).
+    # was just written) in a new process, all ranks at once, ITERS rounds (medians). Here as a trainer
+    # that stayed up while the job rolled back (the connection that saved, which keeps the buffer
+    # mapped). A restarted trainer's restore, in a new process once this one has exited, is
+    # --restarted's (run.sh runs it after this process, and --merge puts its figures in this record).
     want = {k: v.clone() for k, v in list(sd.items())[:1]}
     copy_out = state_copier(sd)
 
-    def restore(connect, tag):
+    def restore(tag):
         for t in sd.values():
             t.zero_()
         barrier(a.dir, tag, a.rank, a.world)
         t0 = time.perf_counter()
-        ag = connect()
-        it, src = ag.restore_shm(copy_out, stream=True)
-        return ag, it, src, time.perf_counter() - t0, all(torch.equal(want[k], sd[k]) for k in want)
+        it, src = agent.restore_shm(copy_out, stream=True)
+        return it, src, time.perf_counter() - t0, all(torch.equal(want[k], sd[k]) for k in want)
 
-    loaded = torch.load(path)  # what both restores are checked against
-    t_local, t_load, t_kept, ok = [], [], [], True
+    loaded = torch.load(path)  # what the restores are checked against
+    t_load, t_kept, ok = [], [], True
     for i in range(a.iters):
-        fresh, it, src, t, good = restore(lambda: Agent(a.socket), "rs%d" % i)  # connecting is part of it
-        fresh.close()
-        t_local.append(t)
-        ok = ok and good and all(torch.equal(loaded[k], sd[k]) for k in sd)
-        t_load.append(load_fresh(a, path, "tl%d" % i))  # all ranks load at once, as they restored
-        _, _, _, t, good = restore(lambda: agent, "rk%d" % i)
+        t_load.append(load_fresh(a, path, "tl%d" % i))  # all ranks load at once, as they restore
+        it, src, t, good = restore("rk%d" % i)
         t_kept.append(t)
         ok = ok and good and all(torch.equal(loaded[k], sd[k]) for k in sd)
     med = statistics.median
     floor = copy_floor(a, sd, copy_out)
     emit(kind="copy_floor", rank=a.rank, bytes=nbytes, s=med(floor), rounds=floor)
-    emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_s=med(t_local),
-         ckpt_kept_s=med(t_kept), torch_load_s=med(t_load), equal=ok, rounds=dict(ckpt=t_local, kept=t_kept, torch_load=t_load))
+    emit(kind="restore_local", rank=a.rank, bytes=nbytes, iter=it, source=src, ckpt_kept_s=med(t_kept),
+         torch_load_s=med(t_load), equal=ok, rounds=dict(kept=t_kept, torch_load=t_load))
     agent.close()
 
 

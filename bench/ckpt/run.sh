@@ -9,8 +9,8 @@
 # 2. time to global commit (replication to the peer, CRC32C per chunk, digest per shard) and the
 #    replication throughput it implies, against raw loopback TCP streams of the same bytes (one
 #    alone, and WORLD at once: the fair limit, as every rank replicates at the same time);
-# 3. restore from local memory (as a restarted trainer: a new connection that maps the agent's
-#    buffer afresh; then as one that stayed up and keeps its save's mapping) and, after kill -9
+# 3. restore from local memory (as a trainer that stayed up and keeps its save's mapping; then as a
+#    restarted one: a new process, after the one that saved has exited) and, after kill -9
 #    of rank 1's agent and a fresh replacement, from peer memory, against torch.load of the same
 #    state (from the page cache); every rank at once, after a barrier, on both sides; the local
 #    restore ITERS rounds (the median of each rank's rounds, then the median over ranks).
@@ -70,6 +70,19 @@ for r in $(seq 0 $((WORLD - 1))); do
 done
 for p in "${TP[@]}"; do wait "$p"; done
 cat "$WORK"/out-*.json >>"$RES"
+
+# The trainers that saved have exited; restarted ones restore, ITERS rounds, every rank at once.
+for i in $(seq 1 "$ITERS"); do
+  TP=()
+  for r in $(seq 0 $((WORLD - 1))); do
+    $PY "$ROOT/bench/ckpt/bench.py" --rank "$r" --world "$WORLD" --socket "$WORK/s$r" --dir "$WORK" \
+      --state "$STATE" --restarted --tag "rr$i" >>"$WORK/restarted-$r.json" 2>>"$OUT_DIR/logs/ckpt-bench-$r.log" &
+    TP+=($!)
+  done
+  for p in "${TP[@]}"; do wait "$p"; done
+done
+cat "$WORK"/restarted-*.json >>"$RES"
+$PY "$ROOT/bench/ckpt/bench.py" --rank 0 --world "$WORLD" --socket - --dir "$WORK" --merge "$RES"
 
 # Raw TCP streams of the same bytes on loopback: the link limit replication runs against — one
 # stream alone, and WORLD streams at once (what the agents do: every rank sends its shard while it

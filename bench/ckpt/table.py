@@ -47,6 +47,9 @@ for kind, what in (("restore_local", "local memory"), ("restore_peer", "peer mem
         src = ",".join(sorted({x["source"] for x in rs}))
         print("restore from %s (%s, iteration %s, bytes equal: %s): ckpt %.1f ms, torch.load %.1f ms -> %.1fx faster" % (
             what, src, rs[0]["iter"], ok, ck * 1e3, tl * 1e3, tl / ck))
+        if "checked_at_rest" in rs[0]:
+            print("  by a restarted trainer (a new process, after the one that saved exited): %d of %d agents had checked the shard"
+                  " at rest, so the restore did not hash it again" % (sum(1 for x in rs if x["checked_at_rest"] > 0), len(rs)))
         kept = [x["ckpt_kept_s"] for x in rs if "ckpt_kept_s" in x]
         if kept:
             print("  by a trainer that stayed up (its save's mapping of the buffer kept): ckpt %.1f ms -> %.1fx faster" % (
