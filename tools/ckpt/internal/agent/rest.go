@@ -28,9 +28,12 @@ import (
 // a writer is live). --check-on-restore turns the whole thing off.
 type atRest struct {
 	mu sync.Mutex
-	// live counts writer processes not known to have exited.
-	live  int
-	check *restCheck
+	// watched are the writer processes being watched, by pid; live
+	// counts writers not known to have exited (one the agent cannot
+	// watch stays live until the agent stops).
+	watched map[int32]bool
+	live    int
+	check   *restCheck
 }
 
 // restCheck is one background hash of a version at rest.
@@ -56,42 +59,46 @@ func (c *restCheck) covers(v *store.Version) bool {
 		c.record == v.XXH3 && c.sealed.Equal(v.When)
 }
 
-// writer is a trainer process that was handed a writable buffer: its
-// pidfd (-1 when the agent cannot watch it, which then counts as live
-// until the agent stops).
-type writer struct{ pidfd int }
-
-// registerWriter records that a process (its pidfd, or -1) got a
-// writable buffer. Every check made so far stops counting.
-func (a *Agent) registerWriter(pidfd int) *writer {
-	w := &writer{pidfd: pidfd}
+// registerWriter records that process pid (pidfd: a pidfd of it, or -1
+// when it cannot be watched) was handed a writable buffer: every check
+// made so far stops counting, and once the process has exited, and no
+// other writer is alive, the newest committed shard is hashed at rest.
+// A process is watched once, however many connections it opens.
+func (a *Agent) registerWriter(pid int32, pidfd int) {
 	a.rest.mu.Lock()
-	a.rest.live++
+	defer a.rest.mu.Unlock()
 	a.rest.check = nil
-	a.rest.mu.Unlock()
-	return w
-}
-
-// writerGone is called when a writer's connection closes: once its
-// process has exited, and no other writer is alive, the newest committed
-// shard is hashed at rest.
-func (a *Agent) writerGone(w *writer) {
-	if w.pidfd < 0 {
+	if pidfd < 0 {
+		a.rest.live++
 		return
 	}
-	go func() {
-		defer unix.Close(w.pidfd)
-		if !a.awaitExit(w.pidfd) {
-			return
-		}
-		a.rest.mu.Lock()
-		a.rest.live--
-		start := a.rest.live == 0
-		a.rest.mu.Unlock()
-		if start {
-			a.checkAtRest()
-		}
-	}()
+	if a.rest.watched[pid] {
+		unix.Close(pidfd)
+		return
+	}
+	if a.rest.watched == nil {
+		a.rest.watched = map[int32]bool{}
+	}
+	a.rest.watched[pid] = true
+	a.rest.live++
+	go a.watchWriter(pid, pidfd)
+}
+
+// watchWriter waits for writer pid to exit, then starts the check if it
+// was the last one alive.
+func (a *Agent) watchWriter(pid int32, pidfd int) {
+	defer unix.Close(pidfd)
+	if !a.awaitExit(pidfd) {
+		return
+	}
+	a.rest.mu.Lock()
+	delete(a.rest.watched, pid)
+	a.rest.live--
+	start := a.rest.live == 0
+	a.rest.mu.Unlock()
+	if start {
+		a.checkAtRest()
+	}
 }
 
 // awaitExit blocks until the process behind pidfd exits (true) or the
@@ -173,31 +180,31 @@ func (a *Agent) digestOf(v *store.Version, data []byte) uint64 {
 	return xxh3.Hash(data)
 }
 
-// peerPidfd returns a pidfd of c's peer process (a Unix socket's), or -1.
-// SO_PEERPIDFD (Linux 6.5) names the very process that connected; before
-// it, pidfd_open of SO_PEERCRED's pid, taken while the connection is open.
-func peerPidfd(c net.Conn) int {
+// peerProcess returns the pid of c's peer process (a Unix socket's) and
+// a pidfd of it, or -1. SO_PEERPIDFD (Linux 6.5) names the very process
+// that connected; before it, pidfd_open of SO_PEERCRED's pid, taken while
+// the connection is open.
+func peerProcess(c net.Conn) (pid int32, pidfd int) {
+	pidfd = -1
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1
+		return 0, -1
 	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
-		return -1
+		return 0, -1
 	}
-	fd := -1
 	_ = rc.Control(func(s uintptr) {
-		if p, err := unix.GetsockoptInt(int(s), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-			fd = p
-			return
-		}
 		cred, err := unix.GetsockoptUcred(int(s), unix.SOL_SOCKET, unix.SO_PEERCRED)
 		if err != nil || cred.Pid <= 0 {
 			return
 		}
-		if p, err := unix.PidfdOpen(int(cred.Pid), 0); err == nil {
-			fd = p
+		pid = cred.Pid
+		if p, err := unix.GetsockoptInt(int(s), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			pidfd = p
+		} else if p, err := unix.PidfdOpen(int(pid), 0); err == nil {
+			pidfd = p
 		}
 	})
-	return fd
+	return pid, pidfd
 }

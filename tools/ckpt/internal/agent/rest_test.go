@@ -18,13 +18,17 @@ import (
 )
 
 // childWriter starts a real process standing for a trainer that got a
-// writable buffer, and registers it with a; kill ends the process.
-func childWriter(t *testing.T, a *Agent) (w *writer, kill func()) {
+// writable buffer, and registers it with a (twice: as a trainer that
+// opened two connections); kill ends the process.
+func childWriter(t *testing.T, a *Agent) (kill func()) {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	require.NoError(t, cmd.Start())
-	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
-	require.NoError(t, err)
+	for range 2 {
+		fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+		require.NoError(t, err)
+		a.registerWriter(int32(cmd.Process.Pid), fd)
+	}
 	done := false
 	kill = func() {
 		if !done {
@@ -34,7 +38,7 @@ func childWriter(t *testing.T, a *Agent) (w *writer, kill func()) {
 		}
 	}
 	t.Cleanup(kill)
-	return a.registerWriter(fd), kill
+	return kill
 }
 
 // checkedAtRest waits up to d until a's at-rest check covers its rank's
@@ -69,8 +73,10 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("checked after the writer exits", func(t *testing.T) {
 		a := setup(t)
-		w, kill := childWriter(t, a)
-		a.writerGone(w)
+		kill := childWriter(t, a)
+		a.rest.mu.Lock()
+		require.Equal(t, 1, a.rest.live, "one process, watched once")
+		a.rest.mu.Unlock()
 		require.Nil(t, checkedAtRest(t, a, 1, none), "checked while the writer's process is alive")
 		kill()
 		c := checkedAtRest(t, a, 1, soon)
@@ -85,11 +91,10 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("a dying writer's scribble is caught", func(t *testing.T) {
 		a := setup(t)
-		w, kill := childWriter(t, a)
+		kill := childWriter(t, a)
 		v := a.st.Get(0, 1, store.AnyEpoch)
 		v.Data()[4096] ^= 1 // written through its mapping after the commit
 		a.st.Unpin(v)
-		a.writerGone(w)
 		kill()
 		c := checkedAtRest(t, a, 1, soon)
 		require.NotNil(t, c)
@@ -100,12 +105,10 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("a new writer voids the check", func(t *testing.T) {
 		a := setup(t)
-		w, kill := childWriter(t, a)
-		a.writerGone(w)
+		kill := childWriter(t, a)
 		kill()
 		require.NotNil(t, checkedAtRest(t, a, 1, soon))
-		_, kill2 := childWriter(t, a)
-		defer kill2()
+		defer childWriter(t, a)()
 		require.Nil(t, checkedAtRest(t, a, 1, none), "a check made before a writer registered still counts")
 		v := a.st.Get(0, 1, store.AnyEpoch)
 		v.Data()[0] ^= 1
@@ -117,8 +120,7 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("a resealed slot is not covered", func(t *testing.T) {
 		a := setup(t)
-		w, kill := childWriter(t, a)
-		a.writerGone(w)
+		kill := childWriter(t, a)
 		kill()
 		c := checkedAtRest(t, a, 1, soon)
 		require.NotNil(t, c)
@@ -131,8 +133,7 @@ func TestAtRest(t *testing.T) {
 	t.Run("--check-on-restore", func(t *testing.T) {
 		a := setup(t)
 		a.cfg.CheckOnRestore = true
-		w, kill := childWriter(t, a)
-		a.writerGone(w)
+		kill := childWriter(t, a)
 		kill()
 		require.Nil(t, checkedAtRest(t, a, 1, none))
 		_, _, err := speculativeRestore(t, a, 1)
@@ -142,7 +143,7 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("an unwatchable writer stays live", func(t *testing.T) {
 		a := setup(t)
-		a.writerGone(a.registerWriter(-1))
+		a.registerWriter(0, -1)
 		require.Nil(t, checkedAtRest(t, a, 1, none))
 	})
 }
@@ -154,9 +155,9 @@ func requireCorrupt(t *testing.T, err error) {
 	require.Equal(t, "corrupt", re.Code)
 }
 
-// TestPeerPidfd: the agent gets a pidfd of the process at the other end
+// TestPeerProcess: the agent gets the pid and a pidfd of the process at the other end
 // of a trainer's Unix socket (here this very process).
-func TestPeerPidfd(t *testing.T) {
+func TestPeerProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s")
 	l, err := net.Listen("unix", path)
 	require.NoError(t, err)
@@ -171,7 +172,8 @@ func TestPeerPidfd(t *testing.T) {
 	c, err := l.Accept()
 	require.NoError(t, err)
 	defer c.Close()
-	fd := peerPidfd(c)
+	pid, fd := peerProcess(c)
+	require.Equal(t, int32(os.Getpid()), pid)
 	require.GreaterOrEqual(t, fd, 0)
 	defer unix.Close(fd)
 	require.NoError(t, unix.PidfdSendSignal(fd, 0, nil, 0), "the pidfd does not name a live process")
@@ -190,5 +192,6 @@ func TestPeerPidfd(t *testing.T) {
 	tc, err := tcp.Accept()
 	require.NoError(t, err)
 	defer tc.Close()
-	require.Equal(t, -1, peerPidfd(tc), "a TCP peer has no pidfd")
+	_, fd = peerProcess(tc)
+	require.Equal(t, -1, fd, "a TCP peer has no pidfd")
 }

@@ -18,11 +18,7 @@ func (a *Agent) serveTrainer(c net.Conn) {
 	var pending *store.Version // begun by "begin", finished by "commit"
 	var held []*store.Version  // pinned for a shm restore until "release"
 	var tmp []*store.Buffer
-	var w *writer // this connection's process, once it got a writable buffer
 	defer func() {
-		if w != nil {
-			a.writerGone(w)
-		}
 		if pending != nil {
 			a.st.Abort(pending)
 		}
@@ -53,8 +49,8 @@ func (a *Agent) serveTrainer(c net.Conn) {
 				break
 			}
 			pending, rerr = a.trainerBegin(cn, meta)
-			if pending != nil && w == nil {
-				w = a.registerWriter(peerPidfd(c))
+			if pending != nil {
+				a.registerWriter(peerProcess(c))
 			}
 		case "commit":
 			if _, err := cn.rest(); err != nil {
