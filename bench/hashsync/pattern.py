@@ -12,6 +12,11 @@ warm-up): the slowest rank's step time and the latest "every push in" time. Defa
 rank received per peer in `bench/hashsync/run.sh`'s 4-rank deepfm run (push 467,908; pull
 1,388,443 with its 32 KB head).
 
+--pieces K (K > 1) models a protocol zen does not have yet, where the push and the pull overlap:
+each push goes out in K pieces (position ranges of the rows), and a rank sends piece k of its pull
+as soon as piece k of every push is in, on a second connection to each peer, while later push
+pieces still travel.
+
 Run inside the emulated cluster, one rank per host: bench/hashsync/pattern.sh.
 """
 
@@ -35,11 +40,11 @@ def recv_exact(c, n, buf):
         got += k
 
 
-def connect_all(rank, world, hosts, timeout):
+def connect_all(rank, world, hosts, timeout, port=PORT):
     """out[q]: this rank's connection to q (it sends on it); inc[q]: q's to this rank."""
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((hosts[rank], PORT))
+    ls.bind((hosts[rank], port))
     ls.listen(world)
     inc, out = {}, {}
 
@@ -57,7 +62,7 @@ def connect_all(rank, world, hosts, timeout):
             continue
         while True:
             try:
-                c = socket.create_connection((hosts[q], PORT), timeout=2)
+                c = socket.create_connection((hosts[q], port), timeout=2)
                 break
             except OSError:
                 if time.time() > deadline:
@@ -115,6 +120,43 @@ def step(out, inc, push, pull, bufs):
     return t_push[0], time.perf_counter() - t0
 
 
+def pieces(n, k):
+    """The byte bounds of n bytes in k near-equal pieces."""
+    return [(n * i // k, n * (i + 1) // k) for i in range(k)]
+
+
+def step_overlapped(out, inc, out2, inc2, push, pull, k, bufs):
+    """One step of the overlapped protocol (see --pieces); returns as step does."""
+    payload_push, payload_pull = bytes(push), bytes(pull)
+    pp, pl = pieces(push, k), pieces(pull, k)
+    t0 = time.perf_counter()
+    ready = [threading.Event() for _ in range(k)]
+    left = [len(inc)] * k
+    lock = threading.Lock()
+    t_push = [0.0]
+
+    def push_receiver(q, c):
+        for i, (a, b) in enumerate(pp):
+            recv_exact(c, b - a, bufs[q])
+            with lock:
+                left[i] -= 1
+                if left[i] == 0:
+                    if i == k - 1:
+                        t_push[0] = time.perf_counter() - t0
+                    ready[i].set()
+
+    def pull_sender(c):
+        for i, (a, b) in enumerate(pl):
+            ready[i].wait()
+            c.sendall(payload_pull[a:b])
+
+    all_threads([lambda c=c: c.sendall(payload_push) for c in out.values()] +
+                [lambda q=q, c=c: push_receiver(q, c) for q, c in inc.items()] +
+                [lambda c=c: pull_sender(c) for c in out2.values()] +
+                [lambda q=q, c=c: recv_exact(c, pull, bytearray(pull)) for q, c in inc2.items()])
+    return t_push[0], time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -124,13 +166,19 @@ def main():
     ap.add_argument("--pull", type=int, default=1388443)
     ap.add_argument("--steps", type=int, default=11)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--pieces", type=int, default=1, help="K > 1: the push and the pull overlap in K position ranges")
     a = ap.parse_args()
     hosts = a.hosts.split(",")
     out, inc = connect_all(a.rank, a.world, hosts, a.timeout)
+    if a.pieces > 1:
+        out2, inc2 = connect_all(a.rank, a.world, hosts, a.timeout, PORT + 1)
     bufs = {q: bytearray(max(a.push, a.pull)) for q in inc}
     for s in range(a.steps):
         barrier(out, inc)
-        tp, tt = step(out, inc, a.push, a.pull, bufs)
+        if a.pieces > 1:
+            tp, tt = step_overlapped(out, inc, out2, inc2, a.push, a.pull, a.pieces, bufs)
+        else:
+            tp, tt = step(out, inc, a.push, a.pull, bufs)
         # the slowest rank's figures, gathered on rank 0 over the same connections
         mine = struct.pack("<dd", tp, tt)
         if a.rank == 0:
@@ -140,10 +188,10 @@ def main():
                 recv_exact(c, 16, b)
                 got.append(struct.unpack("<dd", b))
             print(json.dumps({"step": s, "push_in_s": max(g[0] for g in got), "step_s": max(g[1] for g in got),
-                              "push": a.push, "pull": a.pull, "world": a.world}), flush=True)
+                              "push": a.push, "pull": a.pull, "world": a.world, "pieces": a.pieces}), flush=True)
         else:
             out[0].sendall(mine)
-    for c in list(out.values()) + list(inc.values()):
+    for c in list(out.values()) + list(inc.values()) + (list(out2.values()) + list(inc2.values()) if a.pieces > 1 else []):
         c.close()
 
 

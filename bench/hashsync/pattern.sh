@@ -3,7 +3,7 @@
 # cluster (bench/hashsync/pattern.py): the time the network itself takes for the pattern, to set
 # beside hashsync's zen step (bench/hashsync/run.sh --cluster) on the same host.
 #
-#   bench/hashsync/pattern.sh [--rate RATE] [--world N] [--steps S] [-- pattern.py flags]
+#   bench/hashsync/pattern.sh [--rate RATE] [--world N] [--steps S] [-- pattern.py flags, e.g. --pieces 8]
 #
 # Needs root (the cluster). Output: one JSON line per step from rank 0 on stdout (the first is
 # warm-up), then the medians of the rest on stderr.
