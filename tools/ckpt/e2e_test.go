@@ -742,3 +742,29 @@ func TestE2ERefusals(t *testing.T) {
 	c.waitCommitted(1, 4)
 	c.restore(1, shard(1, 4, small), 4, "from local memory")
 }
+
+// TestE2EAgentStopsWithIdleTrainer: SIGINT stops an agent whose trainer is
+// connected and idle (and whose shard a live writer holds) by itself, not
+// by the watchdog at the end of its grace.
+func TestE2EAgentStopsWithIdleTrainer(t *testing.T) {
+	c := newCluster(t, 1, "--m", "1")
+	cl := c.client(0)
+	defer cl.Close()
+	_, err := cl.SaveShm(1, 4096, agent.FormatRaw, 10*time.Second, func(b []byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	p := c.procs[0]
+	delete(c.procs, 0)
+	c.mu.Unlock()
+	t0 := time.Now()
+	if err := p.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Wait()
+	t.Logf("stopped %v after the signal", time.Since(t0))
+	if log := c.log(0); strings.Contains(log, "had not finished") {
+		t.Fatalf("the agent did not stop by itself:\n%s", log)
+	}
+}

@@ -291,7 +291,20 @@ func (a *Agent) listenPeers() (net.Listener, error) {
 	}
 }
 
+// acceptLoop serves each connection l accepts on its own goroutine until
+// the agent stops; then it closes the connections still open, so that a
+// trainer or peer idle on one does not hold the agent's exit up.
 func (a *Agent) acceptLoop(l net.Listener, serve func(net.Conn)) {
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	context.AfterFunc(a.ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range open {
+			c.Close()
+		}
+		open = nil
+	})
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -302,10 +315,23 @@ func (a *Agent) acceptLoop(l net.Listener, serve func(net.Conn)) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		mu.Lock()
+		if open == nil { // stopping
+			mu.Unlock()
+			c.Close()
+			return
+		}
+		open[c] = true
+		mu.Unlock()
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			defer c.Close()
+			defer func() {
+				mu.Lock()
+				delete(open, c)
+				mu.Unlock()
+				c.Close()
+			}()
 			serve(c)
 		}()
 	}

@@ -81,12 +81,14 @@ func (a *Agent) registerWriter(pid int32, pidfd int) {
 	}
 	a.rest.watched[pid] = true
 	a.rest.live++
+	a.wg.Add(1) // the caller, a trainer connection, is counted: Serve has not returned
 	go a.watchWriter(pid, pidfd)
 }
 
-// watchWriter waits for writer pid to exit, then starts the check if it
-// was the last one alive.
+// watchWriter waits for writer pid to exit, then makes the check if it
+// was the last one alive. Serve waits for it before it unmaps the store.
 func (a *Agent) watchWriter(pid int32, pidfd int) {
+	defer a.wg.Done()
 	defer unix.Close(pidfd)
 	if !a.awaitExit(pidfd) {
 		return
@@ -102,11 +104,11 @@ func (a *Agent) watchWriter(pid int32, pidfd int) {
 }
 
 // awaitExit blocks until the process behind pidfd exits (true) or the
-// agent stops (false).
+// agent stops (false, within 100 ms).
 func (a *Agent) awaitExit(pidfd int) bool {
 	for a.ctx == nil || a.ctx.Err() == nil {
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 500)
+		n, err := unix.Poll(fds, 100)
 		if err == unix.EINTR {
 			continue
 		}
@@ -120,8 +122,9 @@ func (a *Agent) awaitExit(pidfd int) bool {
 	return false
 }
 
-// checkAtRest starts hashing this rank's newest committed shard, if this
-// agent holds it and no writer is alive.
+// checkAtRest hashes this rank's newest committed shard, if this agent
+// holds it and no writer is alive; a restore that comes meanwhile waits
+// for the digest.
 func (a *Agent) checkAtRest() {
 	if a.cfg.CheckOnRestore {
 		return
@@ -143,17 +146,15 @@ func (a *Agent) checkAtRest() {
 	c := &restCheck{v: v, iter: v.Iter, epoch: v.Epoch, record: v.XXH3, sealed: v.When, done: make(chan struct{})}
 	a.rest.check = c
 	a.rest.mu.Unlock()
-	go func() {
-		t0 := time.Now()
-		c.sum = xxh3.Hash(v.Data())
-		a.st.Unpin(v)
-		close(c.done)
-		if c.sum != c.record {
-			a.log.Warn("this rank's shard at rest does not match its commit record: a restore of it will be refused", "iter", c.iter, "xxh3", hex(c.sum), "record", hex(c.record))
-			return
-		}
-		a.log.Debug("checked this rank's shard at rest (every process that could write it has exited)", "iter", c.iter, "bytes", v.Len, "elapsed", time.Since(t0).Round(time.Millisecond))
-	}()
+	t0 := time.Now()
+	c.sum = xxh3.Hash(v.Data())
+	a.st.Unpin(v)
+	close(c.done)
+	if c.sum != c.record {
+		a.log.Warn("this rank's shard at rest does not match its commit record: a restore of it will be refused", "iter", c.iter, "xxh3", hex(c.sum), "record", hex(c.record))
+		return
+	}
+	a.log.Debug("checked this rank's shard at rest (every process that could write it has exited)", "iter", c.iter, "bytes", v.Len, "elapsed", time.Since(t0).Round(time.Millisecond))
 }
 
 // restChecked returns the at-rest check that covers v (pinned), if one

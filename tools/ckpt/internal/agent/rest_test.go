@@ -37,7 +37,10 @@ func childWriter(t *testing.T, a *Agent) (kill func()) {
 			_ = cmd.Wait()
 		}
 	}
-	t.Cleanup(kill)
+	t.Cleanup(func() {
+		kill()
+		a.wg.Wait() // the watcher's check reads the store's memory: done before the store closes
+	})
 	return kill
 }
 
