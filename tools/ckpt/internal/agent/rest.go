@@ -28,10 +28,10 @@ import (
 // a writer is live). --check-on-restore turns the whole thing off.
 type atRest struct {
 	mu sync.Mutex
-	// watched are the writer processes being watched, by pid; live
-	// counts writers not known to have exited (one the agent cannot
-	// watch stays live until the agent stops).
-	watched map[int32]bool
+	// watched are the writer processes being watched: pid → the pidfd
+	// its watcher holds. live counts writers not known to have exited
+	// (one the agent cannot watch stays live until the agent stops).
+	watched map[int32]int
 	live    int
 	check   *restCheck
 }
@@ -72,14 +72,14 @@ func (a *Agent) registerWriter(pid int32, pidfd int) {
 		a.rest.live++
 		return
 	}
-	if a.rest.watched[pid] {
-		unix.Close(pidfd)
+	if fd, ok := a.rest.watched[pid]; ok && !exited(fd) {
+		unix.Close(pidfd) // watched already (if that one has exited, pid was reused)
 		return
 	}
 	if a.rest.watched == nil {
-		a.rest.watched = map[int32]bool{}
+		a.rest.watched = map[int32]int{}
 	}
-	a.rest.watched[pid] = true
+	a.rest.watched[pid] = pidfd
 	a.rest.live++
 	a.wg.Add(1) // the caller, a trainer connection, is counted: Serve has not returned
 	go a.watchWriter(pid, pidfd)
@@ -94,7 +94,9 @@ func (a *Agent) watchWriter(pid int32, pidfd int) {
 		return
 	}
 	a.rest.mu.Lock()
-	delete(a.rest.watched, pid)
+	if a.rest.watched[pid] == pidfd {
+		delete(a.rest.watched, pid)
+	}
 	a.rest.live--
 	start := a.rest.live == 0
 	a.rest.mu.Unlock()
@@ -120,6 +122,12 @@ func (a *Agent) awaitExit(pidfd int) bool {
 		}
 	}
 	return false
+}
+
+// exited says whether the process behind pidfd has exited.
+func exited(pidfd int) bool {
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 0)
+	return err == nil && n > 0
 }
 
 // checkAtRest hashes this rank's newest committed shard, if this agent

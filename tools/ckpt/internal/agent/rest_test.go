@@ -144,6 +144,35 @@ func TestAtRest(t *testing.T) {
 		require.Zero(t, atomic.LoadInt64(&a.stats.CheckedAtRest))
 	})
 
+	t.Run("a reused pid is another writer", func(t *testing.T) {
+		a := setup(t)
+		dead := exec.Command("true") // a writer that has exited, its watcher not yet woken
+		require.NoError(t, dead.Start())
+		fd, err := unix.PidfdOpen(dead.Process.Pid, 0)
+		require.NoError(t, err)
+		defer unix.Close(fd)
+		require.NoError(t, dead.Wait())
+		pid := int32(dead.Process.Pid)
+		a.rest.mu.Lock()
+		a.rest.watched = map[int32]int{pid: fd}
+		a.rest.live = 1
+		a.rest.mu.Unlock()
+		next := exec.Command("sleep", "60") // a new writer under the same pid
+		require.NoError(t, next.Start())
+		t.Cleanup(func() { _ = next.Process.Kill(); _ = next.Wait(); a.wg.Wait() })
+		nfd, err := unix.PidfdOpen(next.Process.Pid, 0)
+		require.NoError(t, err)
+		a.registerWriter(pid, nfd)
+		a.rest.mu.Lock()
+		require.Equal(t, nfd, a.rest.watched[pid], "the new process under a reused pid is not watched")
+		require.Equal(t, 2, a.rest.live)
+		a.rest.live-- // what the dead one's watcher does when it wakes
+		a.rest.mu.Unlock()
+		require.Nil(t, checkedAtRest(t, a, 1, none), "checked while the process under the reused pid is alive")
+		_ = next.Process.Kill()
+		require.NotNil(t, checkedAtRest(t, a, 1, soon))
+	})
+
 	t.Run("an unwatchable writer stays live", func(t *testing.T) {
 		a := setup(t)
 		a.registerWriter(0, -1)
