@@ -119,7 +119,7 @@ func mergeStates(a, b *state, rows, w int) *state {
 	if len(out.idx)*(4+4*w) >= 4*rows*w {
 		d := tensor.Alloc(rows * w)
 		for k, i := range out.idx {
-			copy(d[int(i)*w:int(i)*w+w], out.val[k*w:k*w+w])
+			copyRow(d[int(i)*w:int(i)*w+w], out.val[k*w:k*w+w])
 		}
 		return &state{dense: d}
 	}

@@ -92,7 +92,7 @@ func (h *hiTopK) rowsOf(q int) []float32 {
 	d := tensor.Alloc((b - a) * w)
 	for k, i := range h.t.Idx {
 		if int(i) >= a && int(i) < b {
-			copy(d[(int(i)-a)*w:(int(i)-a+1)*w], h.t.Val[k*w:k*w+w])
+			copyRow(d[(int(i)-a)*w:(int(i)-a+1)*w], h.t.Val[k*w:k*w+w])
 		}
 	}
 	return d
@@ -164,7 +164,7 @@ func (h *hiTopK) selectRows(acc []float32) ([]uint32, []float32) {
 	val := make([]float32, len(sel)*w)
 	for k, r := range sel {
 		idx[k] = uint32(h.lo + int(r))
-		copy(val[k*w:k*w+w], acc[int(r)*w:int(r)*w+w])
+		copyRow(val[k*w:k*w+w], acc[int(r)*w:int(r)*w+w])
 	}
 	return idx, val
 }

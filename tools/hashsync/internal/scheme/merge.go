@@ -149,11 +149,7 @@ func (m *merger) step() error {
 		o := (r.k - r.cb[r.c]) * w
 		src := r.val[r.c][o : o+w]
 		t.Idx[at] = uint32(best)
-		if w == 16 { // the common embedding width: a fixed-size copy, no memmove call
-			*(*[16]float32)(t.Val[at*16:]) = *(*[16]float32)(src)
-		} else {
-			copy(t.Val[at*w:at*w+w], src)
-		}
+		copyRow(t.Val[at*w:at*w+w], src)
 		if src[0] == 0 && !nonzero(src[1:]) {
 			zeros++
 		}

@@ -72,7 +72,7 @@ func (s *Syncer) preparePS(p *Prepared, hashed bool) error {
 		if part != nil {
 			for i, k := range part {
 				idx[i] = t.Idx[k]
-				copy(val[i*w:i*w+w], t.Val[int(k)*w:int(k)*w+w])
+				copyRow(val[i*w:i*w+w], t.Val[int(k)*w:int(k)*w+w])
 			}
 		} else {
 			copy(idx, t.Idx[lo:hi])
@@ -167,7 +167,7 @@ func (s *Syncer) gatherOnce(p *Prepared, parts *zen.Parts, counts []int) bool {
 		c := at[j]
 		at[j]++
 		idx[j][c] = i
-		copy(val[j][c*w:c*w+w], t.Val[k*w:k*w+w])
+		copyRow(val[j][c*w:c*w+w], t.Val[k*w:k*w+w])
 	}
 	for _, f := range flush {
 		f()
@@ -185,7 +185,7 @@ func pullChunks(nnz, w int) int {
 // scatterRows writes the rows of l into their places in dense.
 func scatterRows(dense []float32, w int, l list) {
 	for k, i := range l.idx {
-		copy(dense[int(i)*w:int(i)*w+w], l.val[k*w:k*w+w])
+		copyRow(dense[int(i)*w:int(i)*w+w], l.val[k*w:k*w+w])
 	}
 }
 

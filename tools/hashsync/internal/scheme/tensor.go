@@ -75,7 +75,7 @@ func (t *Tensor) Dense() []float32 {
 func (t *Tensor) ScatterInto(dense []float32) {
 	w := t.Width
 	for k, i := range t.Idx {
-		copy(dense[int(i)*w:int(i)*w+w], t.Val[k*w:k*w+w])
+		copyRow(dense[int(i)*w:int(i)*w+w], t.Val[k*w:k*w+w])
 	}
 }
 
@@ -93,7 +93,7 @@ func (t *Tensor) Compact() {
 		if nonzero(row) {
 			if o != k {
 				t.Idx[o] = i
-				copy(t.Val[o*w:o*w+w], row)
+				copyRow(t.Val[o*w:o*w+w], row)
 			}
 			o++
 		}
