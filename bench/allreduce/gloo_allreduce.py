@@ -14,8 +14,10 @@ GLOO_SOCKET_IFNAME, when unset, is set to the interface that carries the route t
 (lo on loopback, eth0 inside the emulated cluster).
 
 Method, per size: `warmup` untimed allreduces, then `iters` timed ones; before each, the tensor
-is refilled with a rank-dependent pattern (untimed) and all ranks meet at a barrier; an
-iteration's time is the slowest rank's (MAX over ranks). algbw = bytes / mean time,
+is refilled with a rank-dependent pattern (untimed) and all ranks meet at a barrier; a second
+barrier after each allreduce holds the refill until every rank's timed allreduce is over (as
+`hashsync check` holds its verification: work between iterations on a host shared by ranks would
+slow the ones still timing). An iteration's time is the slowest rank's (MAX over ranks). algbw = bytes / mean time,
 busbw = algbw * 2(W-1)/W (nccl-tests' convention); GB = 1e9 bytes. The result of the last
 iteration is checked exactly on every rank (the pattern's sums are exact in float32).
 
@@ -121,6 +123,8 @@ def run_rank(a):
             e = time.perf_counter() - s
             if it >= a.warmup:
                 times.append(e)
+            if it + 1 < a.warmup + a.iters:
+                dist.barrier()  # the refill starts once every rank's timed allreduce is over
         ok = bool(torch.equal(t, expect))
         # slowest rank per iteration, and correctness on every rank
         tt = torch.tensor(times, dtype=torch.float64)
