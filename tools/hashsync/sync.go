@@ -29,7 +29,7 @@ type SyncCmd struct {
 	Stats       string `help:"Write a stats frame per tensor and iteration to this file (- for stderr)." type:"path" env:"TRAINWIRE_STATS"`
 	NoOverlap   bool   `help:"Hash tensor i+1 only after tensor i is synchronized (for measuring the overlap)."`
 	Output      string `help:"Result form: same (as the input frame), sparse (COO) or dense." enum:"same,sparse,dense" default:"same" env:"TRAINWIRE_OUTPUT"`
-	Barrier     bool   `help:"Wait for every rank before each tensor (benchmarks: the stats times then exclude waiting for late input)."`
+	Barrier     bool   `help:"Wait for every rank before each tensor, and again after it before writing its sum (benchmarks: the stats times then exclude waiting for late input, and no rank's output work runs while another rank still synchronizes)."`
 	CPUProfile  string `name:"cpu-profile" help:"Write a Go CPU profile of this rank to this file (go tool pprof)." type:"path" env:"TRAINWIRE_CPU_PROFILE"`
 	Device      string `help:"Where zen's hashing (Algorithm 1) runs: cpu, gpu or gpu:N (GPU N; binaries built with -tags cuda, bin/hashsync-cuda). Results are the same; ranks may differ." default:"cpu" env:"TRAINWIRE_HASHSYNC_DEVICE"`
 }
@@ -278,6 +278,16 @@ func (r *syncRun) syncOne(it syncItem) error {
 	}
 	t1 := time.Now()
 	r.syncTime += t1.Sub(t0)
+	st.Times["total"] = t1.Sub(t0).Seconds()
+	if r.c.Barrier {
+		// Every rank's sync is over before any converts and writes its
+		// sum: on a host shared by ranks that work would slow the ones
+		// still timing (as separate hosts would not).
+		if err := r.s.Barrier(r.ctx); err != nil {
+			return err
+		}
+		t1 = time.Now()
+	}
 	if r.c.NoOverlap {
 		r.next <- struct{}{}
 	}
@@ -285,7 +295,6 @@ func (r *syncRun) syncOne(it syncItem) error {
 		buf.prev = append(buf.prev[:0], out.Idx...)
 	}
 	frame := toFrame(out, fm, r.rank, buf)
-	st.Times["total"] = t1.Sub(t0).Seconds()
 	st.Times["output"] = time.Since(t1).Seconds()
 	t2 := time.Now()
 	if err := r.w.Write(frame); err != nil {
