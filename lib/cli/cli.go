@@ -172,6 +172,11 @@ func Run(tool Tool, cli any, args []string, stdin io.Reader, stdout, stderr io.W
 	go watchdog(ctx, done, rio)
 	err = kctx.Run(rio)
 	if err == nil {
+		if ctx.Err() != nil {
+			// A verb that stopped cleanly on the signal (a daemon
+			// closing its connections) still says it was stopped.
+			return InterruptCode(ctx)
+		}
 		return ExitOK
 	}
 	code = ExitCodeOf(err)

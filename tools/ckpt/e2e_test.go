@@ -745,7 +745,7 @@ func TestE2ERefusals(t *testing.T) {
 
 // TestE2EAgentStopsWithIdleTrainer: SIGINT stops an agent whose trainer is
 // connected and idle (and whose shard a live writer holds) by itself, not
-// by the watchdog at the end of its grace.
+// by the watchdog at the end of its grace, and it exits 130.
 func TestE2EAgentStopsWithIdleTrainer(t *testing.T) {
 	c := newCluster(t, 1, "--m", "1")
 	cl := c.client(0)
@@ -762,9 +762,12 @@ func TestE2EAgentStopsWithIdleTrainer(t *testing.T) {
 	if err := p.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.Wait()
+	code := clitest.ExitCode(p.Wait())
 	t.Logf("stopped %v after the signal", time.Since(t0))
 	if log := c.log(0); strings.Contains(log, "had not finished") {
 		t.Fatalf("the agent did not stop by itself:\n%s", log)
+	}
+	if code != 130 {
+		t.Fatalf("the agent exited %d after SIGINT, want 130:\n%s", code, c.log(0))
 	}
 }
